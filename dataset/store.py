@@ -1,0 +1,450 @@
+"""The recording store: one zarr v3 group per session (see the README's "Store format").
+
+Arrays: `frames` uint8 [T, H, W, 3], `actions` float32 [T, A], `time` float64 [T],
+`episode_starts` int64 [E], and optionally `events/time` float64, `events/control` int32,
+`events/value` float32 (raw input events; `control` indexes the control spec).
+`actions[t]` is the input held from frame t to frame t+1.
+
+Crash safety: zarr grows an array's shape before its data lands, so after a kill the tail of an
+array can read back as zeros and arrays can differ in length. The writer therefore keeps
+`committed` in the group attributes, rewritten only after every array of an append is written,
+and the reader never reads past it. Each file write in zarr's LocalStore is a temp file plus
+rename, so a chunk or a metadata file is either the old one or the new one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time as _time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import zarr
+from zarr.codecs import ZstdCodec
+
+from dataset.controls import ControlSpec, SpecError
+
+FORMAT_NAME = "dreamcade.recording"
+FORMAT_VERSION = 1
+ARRAY_CHUNK = 4096  # rows per chunk of the small 1-D/2-D arrays
+
+
+class StoreError(Exception):
+    """A store that cannot be opened or read; the message names the file and the fix."""
+
+
+def software_version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("dreamcade")
+    except Exception:
+        return "unknown"
+
+
+def frame_chunk(height: int, width: int, target_bytes: int = 1 << 20) -> int:
+    """Frames per chunk: a power of two near `target_bytes` a chunk, between 8 and 256."""
+    per_frame = height * width * 3
+    n = 2 ** round(math.log2(max(1.0, target_bytes / per_frame)))
+    return int(min(256, max(8, n)))
+
+
+class _Tail:
+    """Pending rows of one array, kept from the start of a chunk so that every write is whole
+    chunks: a partial chunk written by one flush is rewritten whole by the next."""
+
+    def __init__(self, array: zarr.Array, chunk: int) -> None:
+        self.array, self.chunk = array, chunk
+        self.start = array.shape[0]
+        self.rows: list[np.ndarray] = []
+        self.written = 0  # rows of self.rows already on disk
+
+    @property
+    def length(self) -> int:
+        return self.start + len(self.rows)
+
+    def add(self, row: np.ndarray) -> None:
+        self.rows.append(row)
+
+    def flush(self) -> None:
+        if len(self.rows) == self.written:
+            return
+        end = self.length
+        if self.array.shape[0] < end:
+            self.array.resize((end, *self.array.shape[1:]))
+        self.array[self.start:end] = np.stack(self.rows)
+        full = (len(self.rows) // self.chunk) * self.chunk
+        self.rows = self.rows[full:]
+        self.start += full
+        self.written = len(self.rows)
+
+
+class StoreWriter:
+    """Appends frames, actions and events to a new store, chunk by chunk.
+
+    Use as a context manager (closing also on Ctrl-C), or call close(). Data is flushed when a
+    chunk of frames is full, when `flush_seconds` have passed since the last flush, and on
+    flush() or close(); a process killed at any point leaves a store that opens and holds
+    everything up to the last flush.
+    """
+
+    def __init__(self, path: str | Path, *, spec: ControlSpec, fps: float, frame_size: tuple[int, int],
+                 source: dict, capture_size: tuple[int, int] | None = None, events: bool = False,
+                 chunk_frames: int | None = None, flush_seconds: float = 2.0,
+                 extra_attrs: dict | None = None, overwrite: bool = False) -> None:
+        """frame_size and capture_size are (width, height) in pixels."""
+        self.path = Path(path)
+        self.spec, self.fps = spec, float(fps)
+        w, h = frame_size
+        if w <= 0 or h <= 0:
+            raise StoreError(f"{self.path}: frame size must be positive, got {w}x{h}")
+        if not fps > 0:
+            raise StoreError(f"{self.path}: fps must be positive, got {fps}")
+        self.frame_shape = (h, w, 3)
+        _prepare_target(self.path, overwrite)
+        cf = chunk_frames or frame_chunk(h, w)
+        self.root = zarr.open_group(str(self.path), mode="w", zarr_format=3)
+        zstd = ZstdCodec(level=3)
+        a = len(spec)
+        # every chunk is written, even one equal to the fill value, so that a missing chunk file
+        # inside the committed length always means damage
+        full = {"write_empty_chunks": True}
+        self._frames = _Tail(self.root.create_array("frames", shape=(0, h, w, 3), chunks=(cf, h, w, 3),
+                                                    dtype="uint8", compressors=zstd, config=full), cf)
+        self._actions = _Tail(self.root.create_array("actions", shape=(0, a), chunks=(ARRAY_CHUNK, a),
+                                                     dtype="float32", compressors=zstd, config=full), ARRAY_CHUNK)
+        self._time = _Tail(self.root.create_array("time", shape=(0,), chunks=(ARRAY_CHUNK,),
+                                                  dtype="float64", compressors=zstd, config=full), ARRAY_CHUNK)
+        self._starts = _Tail(self.root.create_array("episode_starts", shape=(0,), chunks=(ARRAY_CHUNK,),
+                                                    dtype="int64", compressors=zstd, config=full), ARRAY_CHUNK)
+        self._tails = [self._frames, self._actions, self._time, self._starts]
+        self._events = None
+        if events:
+            ev = self.root.create_group("events")
+            self._events = (
+                _Tail(ev.create_array("time", shape=(0,), chunks=(ARRAY_CHUNK,), dtype="float64",
+                                      compressors=zstd, config=full), ARRAY_CHUNK),
+                _Tail(ev.create_array("control", shape=(0,), chunks=(ARRAY_CHUNK,), dtype="int32",
+                                      compressors=zstd, config=full), ARRAY_CHUNK),
+                _Tail(ev.create_array("value", shape=(0,), chunks=(ARRAY_CHUNK,), dtype="float32",
+                                      compressors=zstd, config=full), ARRAY_CHUNK),
+            )
+            self._tails += list(self._events)
+        cap = capture_size or frame_size
+        self.root.attrs.update({
+            "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "fps": self.fps,
+            "source": source, "frame_size": [w, h], "capture_size": [int(cap[0]), int(cap[1])],
+            "control_spec": spec.to_dict(), "created": _time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "software_version": software_version(), "has_events": bool(events),
+            "closed": False, "committed": self._committed(), **(extra_attrs or {}),
+        })
+        self.flush_seconds = flush_seconds
+        self._last_flush = _time.monotonic()
+        self._new_episode = True
+        self.closed = False
+
+    # -- appending -----------------------------------------------------------------------------
+
+    @property
+    def n_frames(self) -> int:
+        return self._frames.length
+
+    def begin_episode(self) -> None:
+        """Mark the next appended frame as the start of a new episode."""
+        self._new_episode = True
+
+    def append(self, frame: np.ndarray, action: np.ndarray, t: float) -> None:
+        """Append one frame [H, W, 3] uint8, the action held until the next frame, its time (s)."""
+        if frame.shape != self.frame_shape or frame.dtype != np.uint8:
+            raise StoreError(f"{self.path}: frame must be uint8 {list(self.frame_shape)}, "
+                             f"got {frame.dtype} {list(frame.shape)}")
+        action = np.asarray(action, np.float32)
+        if action.shape != (len(self.spec),):
+            raise StoreError(f"{self.path}: action must have {len(self.spec)} values "
+                             f"({self.spec.names}), got shape {list(action.shape)}")
+        if self._new_episode:
+            self._starts.add(np.int64(self.n_frames))
+            self._new_episode = False
+        self._frames.add(frame)
+        self._actions.add(action)
+        self._time.add(np.float64(t))
+        if len(self._frames.rows) >= self._frames.chunk or (
+                _time.monotonic() - self._last_flush >= self.flush_seconds):
+            self.flush()
+
+    def add_event(self, t: float, control: int, value: float) -> None:
+        """Record one raw input event of control `control` (its index in the spec)."""
+        if self._events is None:
+            raise StoreError(f"{self.path}: this store was created without events=True")
+        self._events[0].add(np.float64(t))
+        self._events[1].add(np.int32(control))
+        self._events[2].add(np.float32(value))
+
+    def flush(self) -> None:
+        """Write everything pending, then move the committed lengths forward."""
+        for tail in self._tails:
+            tail.flush()
+        self.root.attrs["committed"] = self._committed()
+        self._last_flush = _time.monotonic()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.flush()
+        self.root.attrs["closed"] = True
+        self.closed = True
+
+    def __enter__(self) -> StoreWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _committed(self) -> dict:
+        c = {"frames": self._frames.length, "episode_starts": self._starts.length}
+        if self._events is not None:
+            c["events"] = self._events[0].length
+        return c
+
+
+def _prepare_target(path: Path, overwrite: bool) -> None:
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return
+    if not overwrite:
+        raise StoreError(f"{path}: already exists; choose another --out or pass --overwrite")
+    if path.is_dir() and not any(path.iterdir()):
+        return
+    if not _looks_like_store(path):
+        raise StoreError(f"{path}: exists and is not a dreamcade store; refusing to overwrite it")
+    shutil.rmtree(path)
+
+
+def _looks_like_store(path: Path) -> bool:
+    try:
+        meta = json.loads((path / "zarr.json").read_text())
+        return meta.get("attributes", {}).get("format") == FORMAT_NAME
+    except (OSError, ValueError):
+        return False
+
+
+@dataclass(frozen=True)
+class Episode:
+    start: int
+    stop: int
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+
+class Store:
+    """A validated, read-only view of a store that never reads past the committed length."""
+
+    def __init__(self, path: str | Path, expect_spec: ControlSpec | None = None) -> None:
+        self.path = Path(path)
+        self.root = _open_group(self.path)
+        self.attrs = dict(self.root.attrs)
+        meta = self.path / "zarr.json"
+        fmt = self.attrs.get("format")
+        if fmt != FORMAT_NAME:
+            raise StoreError(f"{meta}: not a dreamcade recording (attribute 'format' is {fmt!r}, "
+                             f"expected {FORMAT_NAME!r})")
+        version = self.attrs.get("format_version")
+        if not isinstance(version, int):
+            raise StoreError(f"{meta}: attribute 'format_version' is missing or not an integer")
+        if version > FORMAT_VERSION:
+            raise StoreError(f"{meta}: format version {version} is newer than this dreamcade reads "
+                             f"(up to {FORMAT_VERSION}); upgrade dreamcade to read it")
+        for key in ("fps", "control_spec", "committed", "frame_size", "source"):
+            if key not in self.attrs:
+                raise StoreError(f"{meta}: attribute {key!r} is missing; the store is broken")
+        try:
+            self.spec = ControlSpec.from_dict(self.attrs["control_spec"], where=f"{meta} control_spec")
+        except SpecError as e:
+            raise StoreError(str(e)) from None
+        if expect_spec is not None:
+            try:
+                self.spec.check_same(expect_spec, str(self.path), "the expected control profile")
+            except SpecError as e:
+                raise StoreError(str(e)) from None
+        self.fps = float(self.attrs["fps"])
+        self.frames = self._array("frames", np.uint8, 4)
+        self.actions = self._array("actions", np.float32, 2)
+        self.time_array = self._array("time", np.float64, 1)
+        self.starts_array = self._array("episode_starts", np.int64, 1)
+        self.committed = self.attrs["committed"]
+        self.n_frames = int(self.committed.get("frames", -1))
+        self._check_lengths()
+        self.frame_shape = tuple(self.frames.shape[1:])
+        self._starts = None
+        self._time = None
+
+    # -- metadata ------------------------------------------------------------------------------
+
+    @property
+    def height(self) -> int:
+        return self.frame_shape[0]
+
+    @property
+    def width(self) -> int:
+        return self.frame_shape[1]
+
+    @property
+    def closed_cleanly(self) -> bool:
+        return bool(self.attrs.get("closed", False))
+
+    @property
+    def has_events(self) -> bool:
+        return "events" in self.committed
+
+    def __len__(self) -> int:
+        return self.n_frames
+
+    @property
+    def episode_starts(self) -> np.ndarray:
+        if self._starts is None:
+            k = int(self.committed["episode_starts"])
+            starts = self._read(self.starts_array, slice(0, k))
+            self._starts = starts[starts < self.n_frames]
+        return self._starts
+
+    @property
+    def time(self) -> np.ndarray:
+        if self._time is None:
+            self._time = self._read(self.time_array, slice(0, self.n_frames))
+        return self._time
+
+    def episodes(self) -> list[Episode]:
+        starts = list(self.episode_starts) + [self.n_frames]
+        return [Episode(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:]) if b > a]
+
+    def problems(self) -> list[str]:
+        """What is odd about the store without reading chunk data (a killed writer's tail)."""
+        out = []
+        if not self.closed_cleanly:
+            out.append("not closed cleanly (the writer was killed or crashed); "
+                       f"{self.n_frames} committed frames are readable")
+        lengths = {k: self.root[k].shape[0] for k in ("frames", "actions", "time")}
+        extra = {k: n - self.n_frames for k, n in lengths.items() if n > self.n_frames}
+        if extra:
+            out.append("uncommitted tail ignored: " + ", ".join(f"{k} +{n}" for k, n in extra.items()))
+        if len(set(lengths.values())) > 1:
+            out.append("array lengths differ past the committed length: "
+                       + ", ".join(f"{k}={n}" for k, n in lengths.items()))
+        return out
+
+    def nbytes_on_disk(self) -> int:
+        return sum(f.stat().st_size for f in self.path.rglob("*") if f.is_file())
+
+    # -- data ----------------------------------------------------------------------------------
+
+    def read_frames(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        return self._read(self.frames, self._clip(start, stop))
+
+    def read_actions(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        return self._read(self.actions, self._clip(start, stop))
+
+    def read_events(self) -> dict[str, np.ndarray]:
+        if not self.has_events:
+            return {}
+        k = int(self.committed["events"])
+        return {name: self._read(self.root[f"events/{name}"], slice(0, k))
+                for name in ("time", "control", "value")}
+
+    def verify(self) -> list[str]:
+        """Decode every committed chunk; return one line per damaged or missing chunk."""
+        out = []
+        for name in self._array_names():
+            arr = self.root[name]
+            n = self._committed_length(name)
+            step = arr.chunks[0]
+            for i in range(0, n, step):
+                key = self.path / name / arr.metadata.encode_chunk_key((i // step,) + (0,) * (arr.ndim - 1))
+                if not key.is_file():
+                    out.append(f"{key}: chunk file is missing (rows {i}-{min(n, i + step) - 1} read as zeros)")
+                    continue
+                try:
+                    arr[i:min(n, i + step)]
+                except Exception as e:  # zarr raises codec-specific errors
+                    out.append(f"{key}: chunk cannot be decoded ({type(e).__name__}: {e})")
+        return out
+
+    def _array_names(self) -> list[str]:
+        names = ["frames", "actions", "time", "episode_starts"]
+        if self.has_events:
+            names += ["events/time", "events/control", "events/value"]
+        return names
+
+    def _committed_length(self, name: str) -> int:
+        if name in ("frames", "actions", "time"):
+            return self.n_frames
+        if name == "episode_starts":
+            return int(self.committed["episode_starts"])
+        return int(self.committed["events"])
+
+    def _clip(self, start: int, stop: int | None) -> slice:
+        stop = self.n_frames if stop is None else stop
+        if not 0 <= start <= stop <= self.n_frames:
+            raise IndexError(f"{self.path}: frames [{start}, {stop}) outside [0, {self.n_frames})")
+        return slice(start, stop)
+
+    def _read(self, arr: zarr.Array, sl: slice) -> np.ndarray:
+        try:
+            return np.asarray(arr[sl])
+        except Exception as e:
+            bad = [line for line in self.verify() if f"/{arr.path}/" in line.replace(os.sep, "/")]
+            where = bad[0] if bad else f"{self.path / arr.path}: {type(e).__name__}: {e}"
+            raise StoreError(f"{where}. The store is damaged; `python -m dataset info --verify "
+                             f"{self.path}` lists every damaged chunk.") from None
+
+    def _array(self, name: str, dtype, ndim: int) -> zarr.Array:
+        meta = self.path / name / "zarr.json"
+        if name not in self.root:
+            raise StoreError(f"{meta}: array {name!r} is missing; the store is broken")
+        try:
+            arr = self.root[name]
+        except Exception as e:
+            raise StoreError(f"{meta}: cannot be read ({e})") from None
+        if not isinstance(arr, zarr.Array) or arr.ndim != ndim or arr.dtype != dtype:
+            raise StoreError(f"{meta}: expected a {ndim}-d {np.dtype(dtype).name} array")
+        return arr
+
+    def _check_lengths(self) -> None:
+        meta = self.path / "zarr.json"
+        n = self.n_frames
+        for arr in (self.frames, self.actions, self.time_array):
+            if not 0 <= n <= arr.shape[0]:
+                raise StoreError(f"{meta}: committed length {n} exceeds the {arr.path!r} array "
+                                 f"({arr.shape[0]} rows); the store is broken")
+        if self.actions.shape[1] != len(self.spec):
+            raise StoreError(f"{meta}: actions have {self.actions.shape[1]} columns but the control "
+                             f"spec names {len(self.spec)}")
+        k = int(self.committed.get("episode_starts", -1))
+        if not 0 <= k <= self.starts_array.shape[0]:
+            raise StoreError(f"{meta}: committed episode count {k} is out of range; the store is broken")
+
+
+def _open_group(path: Path) -> zarr.Group:
+    if not path.exists():
+        raise StoreError(f"{path}: no such store. Record one with `python -m record env ...` or "
+                         "`python -m record screen ...`")
+    if not path.is_dir():
+        raise StoreError(f"{path}: is a file, not a store (a store is a folder ending in .zarr)")
+    meta = path / "zarr.json"
+    if not meta.is_file():
+        raise StoreError(f"{path}: not a store (no zarr.json inside); point at a folder written "
+                         "by `python -m record` or `python -m dataset build`")
+    try:
+        json.loads(meta.read_text())
+        root = zarr.open_group(str(path), mode="r")
+    except Exception as e:
+        raise StoreError(f"{meta}: cannot be read as a zarr v3 group ({type(e).__name__}: {e})") from None
+    return root
+
+
+def open_store(path: str | Path, expect_spec: ControlSpec | None = None) -> Store:
+    """Open and validate a store; raises StoreError with a message that names the file."""
+    return Store(path, expect_spec)

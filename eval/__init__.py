@@ -1,0 +1,1 @@
+"""Drift evaluation: metrics, rollouts and reports."""

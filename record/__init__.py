@@ -1,0 +1,1 @@
+"""Capture sources (screen, gymnasium env) and input devices; writes through dataset.store."""

@@ -1,0 +1,35 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+
+
+def run_cli(*args: str, check: bool = True, timeout: float = 300, env: dict | None = None):
+    """Run `python -m ...` or a script as a user would, in the repository root."""
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env=full_env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def small_spec():
+    from dataset import Control, ControlSpec
+    return ControlSpec((Control("left", source="key:left"), Control("right", source="key:right"),
+                        Control("mouse_dx", "continuous", "mouse:dx", -50.0, 50.0)), name="test")
+
+
+def numbered_frame(t: int, h: int = 12, w: int = 16) -> np.ndarray:
+    """A frame that encodes its index and is never all zeros."""
+    f = np.full((h, w, 3), (t % 250) + 1, np.uint8)
+    f[0, 0] = [t % 256, (t // 256) % 256, 7]
+    return f
