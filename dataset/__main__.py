@@ -1,4 +1,5 @@
-"""`python -m dataset info STORE...`: what a store holds and anything wrong with it."""
+"""`python -m dataset info STORE...`: what a store holds and anything wrong with it.
+`python -m dataset build RAW... --out TRAIN --size 64x64`: a training store from recordings."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import json
 import sys
 
+from dataset.build import BuildOptions, build
 from dataset.store import Store, StoreError, open_store
 
 
@@ -74,9 +76,41 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def parse_ints(text: str, n: int, sep: str, what: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.lower().split(sep))
+    except ValueError:
+        values = ()
+    if len(values) != n:
+        raise argparse.ArgumentTypeError(f"{what}, got {text!r}")
+    return values
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    return parse_ints(text, 2, "x", "size must be WIDTHxHEIGHT, e.g. 64x64")
+
+
+def parse_crop(text: str) -> tuple[int, int, int, int]:
+    return parse_ints(text, 4, ",", "crop must be X,Y,WIDTH,HEIGHT in source pixels, e.g. 0,20,160,160")
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    opts = BuildOptions(size=args.size, fps=args.fps, crop=args.crop, action_lag_ms=args.action_lag,
+                        drop_idle_s=args.drop_idle)
+    try:
+        summary = build(args.raw, args.out, opts, overwrite=args.overwrite, progress=not args.quiet)
+    except StoreError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"wrote {summary['out']}: {summary['frames_out']} frames in {summary['episodes_out']} episodes "
+          f"at {summary['size']}, {summary['fps']:g} fps (from {summary['frames_in']} frames in "
+          f"{summary['episodes_in']} episodes)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m dataset", description=__doc__.split(":")[0] +
-                                ": inspect recording and training stores.")
+    p = argparse.ArgumentParser(prog="python -m dataset", description="Inspect recording stores and "
+                                "build training stores from them.")
     sub = p.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="frames, duration, fps, size, episodes, controls, bytes, problems",
                           description="Print what each store holds and any problem found: a tail "
@@ -86,6 +120,28 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--verify", action="store_true", help="decode every chunk to find damaged ones (slow)")
     info.add_argument("--json", action="store_true", help="print JSON instead of text")
     info.set_defaults(func=cmd_info)
+    b = sub.add_parser("build", help="build a training store (size, fps, crop, action lag, idle cut)",
+                       description="Build a training store from one or more recordings with the same "
+                       "control spec: crop, area-resize, resample the frame rate (actions of skipped "
+                       "frames are merged: a held or tapped key stays held, mouse deltas add up), "
+                       "shift actions by the input lag, and optionally cut idle stretches. Episodes "
+                       "are kept; the sources and options are recorded in the output's attributes.")
+    b.add_argument("raw", nargs="+", metavar="RAW", help="recording stores (.zarr)")
+    b.add_argument("--out", required=True, help="training store to write")
+    b.add_argument("--size", type=parse_size, required=True,
+                   help="WIDTHxHEIGHT of the training frames, multiples of 8 (e.g. 64x64)")
+    b.add_argument("--fps", type=float, default=None,
+                   help="target frame rate, the source rate divided by a whole number (default: keep)")
+    b.add_argument("--crop", type=parse_crop, default=None, help="X,Y,W,H region of the source frames")
+    b.add_argument("--action-lag", type=float, default=0.0, metavar="MS",
+                   help="delay actions by this many milliseconds (input latency); the first frames "
+                   "of each episode, which have no input yet, are dropped (default: 0)")
+    b.add_argument("--drop-idle", type=float, default=None, metavar="SECONDS",
+                   help="cut stretches longer than this with no input and no change on screen; "
+                   "the frames after one start a new episode")
+    b.add_argument("--overwrite", action="store_true", help="replace an existing store at --out")
+    b.add_argument("--quiet", action="store_true", help="no progress bar")
+    b.set_defaults(func=cmd_build)
     return p
 
 

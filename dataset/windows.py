@@ -1,0 +1,297 @@
+"""Training windows from stores: a torch Dataset of L+1-step windows and its DataLoader.
+
+A window for target frame t holds frames t-L .. t and actions t-L .. t of one episode. Steps
+before the episode start are padded by repeating its first frame (action zeroed, mask False),
+so every frame but the first of an episode is a target. Episodes are split into train and
+validation by a hash of the store's identity and the episode's start: the same in every process
+and every run for the same stores.
+
+Two frame sources: "ram" loads the split's episodes once (uint8, channel-first) and gathers
+windows with one fancy index per batch; "stream" reads chunk by chunk through a small cache,
+and its sampler visits the windows chunk-block by chunk-block so each chunk is decoded about
+once per epoch. "auto" picks ram when the frames fit in `ram_limit_bytes`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler, WeightedRandomSampler
+
+from dataset.batch import Batch, collate
+from dataset.controls import ControlSpec, SpecError
+from dataset.store import Store, StoreError, open_store
+
+SPLITS = ("train", "val", "all")
+MODES = ("auto", "ram", "stream")
+
+
+def default_ram_limit() -> int:
+    """Half of the memory available now, at most 16 GiB."""
+    try:
+        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        avail = 8 << 30
+    return int(min(avail // 2, 16 << 30))
+
+
+def episode_key(store: Store, start: int) -> float:
+    """A stable number in [0, 1) for an episode: sha1 of the store's identity and the start."""
+    ident = json.dumps([store.attrs.get("created"), store.attrs.get("source"), len(store), start],
+                       sort_keys=True, default=str)
+    return int(hashlib.sha1(ident.encode()).hexdigest()[:15], 16) / 16**15
+
+
+def split_episodes(keys: list[float], val_fraction: float) -> np.ndarray:
+    """Boolean [N], True for validation: the round(f * N) episodes with the smallest keys, at
+    least one when f > 0 and N >= 2, never all of them."""
+    n = len(keys)
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+    n_val = int(round(val_fraction * n))
+    if val_fraction > 0 and n >= 2:
+        n_val = min(max(n_val, 1), n - 1)
+    is_val = np.zeros(n, bool)
+    is_val[np.argsort(keys, kind="stable")[:n_val]] = True
+    return is_val
+
+
+class _StreamFrames:
+    """Frames read from the stores chunk by chunk, with an LRU cache of decoded chunks. Each
+    process (DataLoader worker) opens the stores itself."""
+
+    def __init__(self, paths: list[Path], cache_chunks: int) -> None:
+        self.paths, self.cache_chunks = paths, cache_chunks
+        self._pid, self._stores, self._cache = None, [], OrderedDict()
+
+    def _open(self) -> None:
+        if self._pid != os.getpid():
+            self._stores = [open_store(p) for p in self.paths]
+            self._cache.clear()
+            self._pid = os.getpid()
+
+    def chunk(self, store: int, chunk: int) -> np.ndarray:
+        """Decoded chunk as uint8 [cf, 3, H, W]."""
+        self._open()
+        key = (store, chunk)
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        s = self._stores[store]
+        cf = s.frames.chunks[0]
+        data = s.read_frames(chunk * cf, min(len(s), (chunk + 1) * cf)).transpose(0, 3, 1, 2)
+        self._cache[key] = data
+        if len(self._cache) > self.cache_chunks:
+            self._cache.popitem(last=False)
+        return data
+
+    def __getstate__(self) -> dict:
+        return {"paths": self.paths, "cache_chunks": self.cache_chunks}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["paths"], state["cache_chunks"])
+
+
+class WindowDataset(Dataset):
+    """Windows of `context` + 1 steps from any number of stores (see the module docstring)."""
+
+    def __init__(self, stores: list[str | Path | Store], context: int, split: str = "train",
+                 val_fraction: float = 0.1, mode: str = "auto", expect_spec: ControlSpec | None = None,
+                 as_float: bool = False, ram_limit_bytes: int | None = None,
+                 cache_chunks: int = 32) -> None:
+        if context < 1:
+            raise ValueError(f"context must be at least 1 frame, got {context}")
+        if split not in SPLITS or mode not in MODES:
+            raise ValueError(f"split must be one of {SPLITS} and mode one of {MODES}")
+        opened = [s if isinstance(s, Store) else open_store(s) for s in stores]
+        if not opened:
+            raise StoreError("no stores given")
+        self.stores, self.context, self.split, self.as_float = opened, context, split, as_float
+        self.spec = self._common_spec(opened, expect_spec)
+        self.frame_shape = opened[0].frame_shape
+        for s in opened[1:]:
+            if s.frame_shape != self.frame_shape:
+                raise StoreError(f"{s.path}: frames are {s.width}x{s.height} but {opened[0].path} has "
+                                 f"{opened[0].width}x{opened[0].height}; build both at one --size")
+        self.fps = opened[0].fps
+        self._index_episodes(val_fraction)
+        nbytes = int(self.ep_len.sum()) * int(np.prod(self.frame_shape))
+        if mode == "auto":
+            mode = "ram" if nbytes <= (ram_limit_bytes or default_ram_limit()) else "stream"
+        self.mode = mode
+        self._actions = self._load_actions()
+        if mode == "ram":
+            self._frames = self._load_frames()
+        else:
+            self._stream = _StreamFrames([s.path for s in opened], cache_chunks)
+
+    # -- indexing ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _common_spec(stores: list[Store], expect: ControlSpec | None) -> ControlSpec:
+        ref, ref_name = (expect, "the expected control spec") if expect else (stores[0].spec, str(stores[0].path))
+        for s in stores:
+            try:
+                s.spec.check_same(ref, str(s.path), ref_name)
+            except SpecError as e:
+                raise StoreError(str(e)) from None
+        return ref
+
+    def _index_episodes(self, val_fraction: float) -> None:
+        eps = [(k, e) for k, s in enumerate(self.stores) for e in s.episodes() if len(e) >= 2]
+        if not eps:
+            raise StoreError(f"{self.stores[0].path}: no episode has two frames or more")
+        is_val = split_episodes([episode_key(self.stores[k], e.start) for k, e in eps], val_fraction)
+        keep = {"train": ~is_val, "val": is_val, "all": np.ones(len(eps), bool)}[self.split]
+        eps = [ep for ep, flag in zip(eps, keep) if flag]
+        if not eps:
+            raise StoreError(f"no {self.split} episodes: the stores hold {len(is_val)} episode(s); "
+                             "record more episodes (pauses and resets start new ones) or use split='all'")
+        self.ep_store = np.array([k for k, _ in eps], np.int64)
+        self.ep_local = np.array([e.start for _, e in eps], np.int64)
+        self.ep_len = np.array([len(e) for _, e in eps], np.int64)
+        self.ep_start = np.concatenate([[0], np.cumsum(self.ep_len)[:-1]]).astype(np.int64)
+        # targets: every frame of an episode but its first, in compact (split) frame numbering
+        self.targets = np.concatenate([np.arange(a + 1, a + n) for a, n in zip(self.ep_start, self.ep_len)])
+        self.target_ep = np.repeat(np.arange(len(eps)), self.ep_len - 1)
+        self.episodes = [(self.stores[k].path, e.start, e.stop) for k, e in eps]
+
+    def _load_actions(self) -> np.ndarray:
+        return np.concatenate([self.stores[k].read_actions(a, a + n)
+                               for k, a, n in zip(self.ep_store, self.ep_local, self.ep_len)])
+
+    def _load_frames(self) -> np.ndarray:
+        h, w, _ = self.frame_shape
+        out = np.empty((int(self.ep_len.sum()), 3, h, w), np.uint8)
+        for k, a, n, g in zip(self.ep_store, self.ep_local, self.ep_len, self.ep_start):
+            s = self.stores[k]
+            for b in range(0, n, 4096):
+                m = min(4096, n - b)
+                out[g + b:g + b + m] = s.read_frames(a + b, a + b + m).transpose(0, 3, 1, 2)
+        return out
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held in RAM by the frames and actions."""
+        frames = self._frames.nbytes if self.mode == "ram" else 0
+        return frames + self._actions.nbytes
+
+    def window_index(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Compact frame indices [B, L+1] of windows `items` and their mask (False = padded)."""
+        targets = self.targets[items]
+        starts = self.ep_start[self.target_ep[items]]
+        idx = targets[:, None] + np.arange(-self.context, 1)[None, :]  # [B, L+1]
+        mask = idx >= starts[:, None]
+        return np.maximum(idx, starts[:, None]), mask
+
+    def locate(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Compact frame indices -> (store number, frame index inside that store)."""
+        ep = np.searchsorted(self.ep_start, idx, side="right") - 1
+        return self.ep_store[ep], self.ep_local[ep] + (idx - self.ep_start[ep])
+
+    def target_chunks(self) -> np.ndarray:
+        """An id of the store chunk each window's target frame lies in (for chunk-aware sampling)."""
+        store, local = self.locate(self.targets)
+        cf = np.array([s.frames.chunks[0] for s in self.stores])
+        return store * (1 << 40) + local // cf[store]
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _gather(self, idx: np.ndarray) -> np.ndarray:
+        """uint8 [B, L+1, 3, H, W] for compact frame indices [B, L+1]."""
+        if self.mode == "ram":
+            return self._frames[idx]
+        flat = idx.reshape(-1)
+        uniq, inverse = np.unique(flat, return_inverse=True)
+        store, local = self.locate(uniq)
+        h, w, _ = self.frame_shape
+        out = np.empty((len(uniq), 3, h, w), np.uint8)
+        cf = np.array([s.frames.chunks[0] for s in self.stores])[store]
+        chunk = local // cf
+        for key in np.unique(np.stack([store, chunk], 1), axis=0):
+            sel = (store == key[0]) & (chunk == key[1])
+            out[sel] = self._stream.chunk(int(key[0]), int(key[1]))[local[sel] - key[1] * cf[sel]]
+        return out[inverse].reshape(*idx.shape, 3, h, w)
+
+    def __getitems__(self, items) -> Batch:
+        items = np.asarray(items, np.int64)
+        idx, mask = self.window_index(items)
+        frames = torch.from_numpy(self._gather(idx))
+        actions = torch.from_numpy(self._actions[idx] * mask[..., None])
+        batch = Batch(frames, actions, torch.from_numpy(mask))
+        if self.as_float:
+            batch.frames = batch.frames_float()
+        return batch
+
+    def __getitem__(self, i: int) -> Batch:
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"window {i} out of range ({len(self)} windows)")
+        b = self.__getitems__([i % len(self)])
+        return Batch(b.frames[0], b.actions[0], b.mask[0])
+
+    def weights(self, by: str = "window") -> np.ndarray:
+        """Sampling weight of each window: "window" = uniform over windows (an episode is drawn in
+        proportion to its length); "episode" = every episode equally often."""
+        if by == "window":
+            return np.ones(len(self))
+        if by == "episode":
+            return 1.0 / (self.ep_len[self.target_ep] - 1)
+        raise ValueError(f"weighting must be 'window' or 'episode', got {by!r}")
+
+
+class ChunkBlockSampler(Sampler[int]):
+    """A shuffle that reads well from disk: chunks in random order, taken `block` chunks at a
+    time, the windows of each block shuffled together. A new order every epoch."""
+
+    def __init__(self, dataset: WindowDataset, block: int = 8, seed: int = 0) -> None:
+        self.block, self.seed, self.epoch = block, seed, 0
+        chunks = dataset.target_chunks()
+        order = np.argsort(chunks, kind="stable")
+        bounds = np.flatnonzero(np.diff(chunks[order])) + 1
+        self.groups = np.split(order, bounds)
+
+    def __len__(self) -> int:
+        return sum(len(g) for g in self.groups)
+
+    def __iter__(self):
+        rng = np.random.default_rng((self.seed, self.epoch))
+        self.epoch += 1
+        perm = rng.permutation(len(self.groups))
+        for a in range(0, len(perm), self.block):
+            items = np.concatenate([self.groups[i] for i in perm[a:a + self.block]])
+            yield from rng.permutation(items).tolist()
+
+
+def _seed_worker(worker_id: int) -> None:
+    np.random.seed(torch.initial_seed() % 2**32)
+
+
+def make_loader(dataset: WindowDataset, batch_size: int, *, shuffle: bool = True, num_workers: int = 0,
+                seed: int = 0, pin_memory: bool | None = None, drop_last: bool = True,
+                weighting: str = "window") -> DataLoader:
+    """A DataLoader of Batches: chunk-block shuffling for streamed data, uniform or per-episode
+    weighted sampling in RAM, seeded, with workers and pinned memory (default: when CUDA is on)."""
+    g = torch.Generator().manual_seed(seed)
+    if not shuffle:
+        sampler = None
+    elif weighting == "episode":
+        sampler = WeightedRandomSampler(torch.as_tensor(dataset.weights("episode")), len(dataset),
+                                        replacement=True, generator=g)
+    elif dataset.mode == "stream":
+        sampler = ChunkBlockSampler(dataset, seed=seed)
+    else:
+        dataset.weights(weighting)  # validates the name
+        sampler = RandomSampler(dataset, generator=g)
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=collate,
+                      num_workers=num_workers, drop_last=drop_last, generator=g,
+                      pin_memory=torch.cuda.is_available() if pin_memory is None else pin_memory,
+                      worker_init_fn=_seed_worker, persistent_workers=num_workers > 0)
