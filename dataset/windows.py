@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler, WeightedRandomSampler
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from dataset.batch import Batch, collate
 from dataset.controls import ControlSpec, SpecError
@@ -250,10 +250,10 @@ class WindowDataset(Dataset):
 
 class ChunkBlockSampler(Sampler[int]):
     """A shuffle that reads well from disk: chunks in random order, taken `block` chunks at a
-    time, the windows of each block shuffled together. A new order every epoch."""
+    time, the windows of each block shuffled together. `epoch` picks the order."""
 
-    def __init__(self, dataset: WindowDataset, block: int = 8, seed: int = 0) -> None:
-        self.block, self.seed, self.epoch = block, seed, 0
+    def __init__(self, dataset: WindowDataset, block: int = 8, seed: int = 0, epoch: int = 0) -> None:
+        self.block, self.seed, self.epoch = block, seed, epoch
         chunks = dataset.target_chunks()
         order = np.argsort(chunks, kind="stable")
         bounds = np.flatnonzero(np.diff(chunks[order])) + 1
@@ -263,12 +263,27 @@ class ChunkBlockSampler(Sampler[int]):
         return sum(len(g) for g in self.groups)
 
     def __iter__(self):
-        rng = np.random.default_rng((self.seed, self.epoch))
-        self.epoch += 1
+        rng = np.random.default_rng((self.seed, self.epoch, 1))
         perm = rng.permutation(len(self.groups))
         for a in range(0, len(perm), self.block):
             items = np.concatenate([self.groups[i] for i in perm[a:a + self.block]])
             yield from rng.permutation(items).tolist()
+
+
+def epoch_order(dataset: WindowDataset, *, shuffle: bool, seed: int, epoch: int,
+                weighting: str = "window") -> np.ndarray:
+    """The window order of one epoch: a pure function of (seed, epoch), so a resumed run can
+    skip to where it stopped. Streamed data is shuffled chunk-block by chunk-block; "episode"
+    weighting draws len(dataset) windows with replacement so every episode is equally likely."""
+    weights = dataset.weights(weighting)
+    if not shuffle:
+        return np.arange(len(dataset))
+    rng = np.random.default_rng((seed, epoch, 0))
+    if weighting == "episode":
+        return rng.choice(len(dataset), size=len(dataset), replace=True, p=weights / weights.sum())
+    if dataset.mode == "stream":
+        return np.fromiter(ChunkBlockSampler(dataset, seed=seed, epoch=epoch), np.int64, len(dataset))
+    return rng.permutation(len(dataset))
 
 
 def _seed_worker(worker_id: int) -> None:
@@ -276,22 +291,14 @@ def _seed_worker(worker_id: int) -> None:
 
 
 def make_loader(dataset: WindowDataset, batch_size: int, *, shuffle: bool = True, num_workers: int = 0,
-                seed: int = 0, pin_memory: bool | None = None, drop_last: bool = True,
-                weighting: str = "window") -> DataLoader:
-    """A DataLoader of Batches: chunk-block shuffling for streamed data, uniform or per-episode
-    weighted sampling in RAM, seeded, with workers and pinned memory (default: when CUDA is on)."""
-    g = torch.Generator().manual_seed(seed)
-    if not shuffle:
-        sampler = None
-    elif weighting == "episode":
-        sampler = WeightedRandomSampler(torch.as_tensor(dataset.weights("episode")), len(dataset),
-                                        replacement=True, generator=g)
-    elif dataset.mode == "stream":
-        sampler = ChunkBlockSampler(dataset, seed=seed)
-    else:
-        dataset.weights(weighting)  # validates the name
-        sampler = RandomSampler(dataset, generator=g)
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=collate,
-                      num_workers=num_workers, drop_last=drop_last, generator=g,
+                seed: int = 0, epoch: int = 0, skip_batches: int = 0, pin_memory: bool | None = None,
+                drop_last: bool = True, weighting: str = "window") -> DataLoader:
+    """A DataLoader of Batches over one epoch (see `epoch_order`), from batch `skip_batches` on;
+    seeded, the same batches with any number of workers, pinned memory by default on CUDA."""
+    order = epoch_order(dataset, shuffle=shuffle, seed=seed, epoch=epoch, weighting=weighting)
+    n = len(order) // batch_size * batch_size if drop_last else len(order)
+    batches = [order[a:a + batch_size].tolist() for a in range(0, n, batch_size)][skip_batches:]
+    return DataLoader(dataset, batch_sampler=batches, collate_fn=collate, num_workers=num_workers,
                       pin_memory=torch.cuda.is_available() if pin_memory is None else pin_memory,
-                      worker_init_fn=_seed_worker, persistent_workers=num_workers > 0)
+                      worker_init_fn=_seed_worker, generator=torch.Generator().manual_seed(seed),
+                      persistent_workers=False)
