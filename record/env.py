@@ -48,6 +48,10 @@ class EnvRecording:
 def make_env(rec: EnvRecording) -> tuple[gym.Env, bool]:
     """Build the env; returns it and whether frames come from env.render() (not observations)."""
     kwargs = dict(rec.env_kwargs)
+    if rec.env_id.startswith("dreamcade/"):
+        from record.games import register
+
+        register()
     if rec.env_id.startswith("ALE/"):
         import ale_py
 

@@ -1,0 +1,43 @@
+"""Image quality metrics on uint8 or [-1, 1] frames, batched: [B, 3, H, W] -> [B]."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+PSNR_CAP = 100.0  # dB reported for identical images
+
+
+def _unit(x: torch.Tensor) -> torch.Tensor:
+    """Frames as float in [0, 1]: uint8 are divided by 255, floats are taken as [-1, 1]."""
+    if x.dtype == torch.uint8:
+        return x.float() / 255.0
+    return (x.float() + 1.0) / 2.0
+
+
+def psnr(a: torch.Tensor, b: torch.Tensor, cap: float = PSNR_CAP) -> torch.Tensor:
+    """Peak signal-to-noise ratio in dB per image, with a peak of 1 in [0, 1] units; capped."""
+    mse = ((_unit(a) - _unit(b)) ** 2).flatten(1).mean(1)
+    return (10 * torch.log10(1.0 / mse.clamp_min(1e-12))).clamp(max=cap)
+
+
+def _gaussian(size: int = 11, sigma: float = 1.5) -> torch.Tensor:
+    x = torch.arange(size, dtype=torch.float32) - (size - 1) / 2
+    g = torch.exp(-(x**2) / (2 * sigma**2))
+    return g / g.sum()
+
+
+def ssim(a: torch.Tensor, b: torch.Tensor, window: int = 11, sigma: float = 1.5) -> torch.Tensor:
+    """Structural similarity per image (Wang et al. 2004): Gaussian window, K1 0.01, K2 0.03,
+    mean over channels and valid pixels."""
+    x, y = _unit(a), _unit(b)
+    c = x.shape[1]
+    window = min(window, x.shape[-1], x.shape[-2])
+    g = _gaussian(window, sigma).to(x.device)
+    kernel = (g[:, None] * g[None, :]).expand(c, 1, window, window)
+    blur = lambda t: F.conv2d(t, kernel, groups=c)
+    mx, my = blur(x), blur(y)
+    sxx, syy, sxy = blur(x * x) - mx**2, blur(y * y) - my**2, blur(x * y) - mx * my
+    c1, c2 = 0.01**2, 0.03**2
+    s = ((2 * mx * my + c1) * (2 * sxy + c2)) / ((mx**2 + my**2 + c1) * (sxx + syy + c2))
+    return s.flatten(1).mean(1)

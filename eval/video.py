@@ -1,0 +1,41 @@
+"""Writing frames as images and MP4 videos."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import imageio.v3 as iio
+import numpy as np
+
+
+def upscale(frames: np.ndarray, scale: int) -> np.ndarray:
+    """Nearest-neighbour upscaling of uint8 [..., H, W, 3]."""
+    if scale == 1:
+        return frames
+    return frames.repeat(scale, axis=-3).repeat(scale, axis=-2)
+
+
+def write_video(path: str | Path, frames: np.ndarray, fps: float) -> Path:
+    """uint8 [T, H, W, 3] to an H.264 MP4 (H and W are padded to even sizes)."""
+    frames = np.asarray(frames, np.uint8)
+    pad_h, pad_w = frames.shape[1] % 2, frames.shape[2] % 2
+    if pad_h or pad_w:
+        frames = np.pad(frames, ((0, 0), (0, pad_h), (0, pad_w), (0, 0)))
+    iio.imwrite(path, frames, plugin="pyav", codec="libx264", fps=float(fps))
+    return Path(path)
+
+
+def write_image(path: str | Path, image: np.ndarray) -> Path:
+    iio.imwrite(path, np.asarray(image, np.uint8))
+    return Path(path)
+
+
+def grid(rows: list[np.ndarray], gap: int = 2) -> np.ndarray:
+    """Tile rows of images (each row uint8 [N, H, W, 3]) into one image with white gaps."""
+    h, w = rows[0].shape[1:3]
+    n = max(len(r) for r in rows)
+    out = np.full((len(rows) * (h + gap) - gap, n * (w + gap) - gap, 3), 255, np.uint8)
+    for i, row in enumerate(rows):
+        for j, img in enumerate(row):
+            out[i * (h + gap):i * (h + gap) + h, j * (w + gap):j * (w + gap) + w] = img
+    return out

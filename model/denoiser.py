@@ -1,0 +1,108 @@
+"""The preconditioned denoiser D(x; sigma, context, actions) around the network F, its
+training loss with context noise augmentation, and next-frame generation."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch import nn
+
+from dataset.batch import Batch
+from dataset.controls import ControlSpec
+from model import edm
+from model.conditioning import Conditioner
+from model.config import DiffusionConfig, NetworkConfig, SamplerConfig
+from model.sampler import quantize, sample
+from model.unet import UNet
+
+
+class Denoiser(nn.Module):
+    """D(x; sigma) = c_skip x + c_out F(c_in x, c_noise, cond) (Karras et al. 2022, Eq. 7), with
+    the L past frames concatenated to F's input on channels."""
+
+    def __init__(self, net: NetworkConfig, diffusion: DiffusionConfig, spec: ControlSpec, context: int) -> None:
+        super().__init__()
+        self.spec, self.context, self.cfg = spec, context, diffusion
+        self.net = UNet(3 * (context + 1), 3, net)
+        self.cond = Conditioner(spec, context, net.action_dim, net.cond_dim)
+        self.autocast_dtype: torch.dtype | None = None  # bf16 on CUDA, set by the caller
+
+    def compile_network(self, mode: str | None = None) -> None:
+        """Run F through torch.compile (mode "reduce-overhead" adds CUDA graphs). The compiled
+        wrapper is kept outside the module tree, so state_dict keys stay the same."""
+        self.__dict__["_compiled_net"] = torch.compile(self.net, mode=mode)
+
+    def _autocast(self, device: torch.device):
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device.type, dtype=self.autocast_dtype)
+
+    def inner(self, x: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor, ctx_sigma: torch.Tensor,
+              actions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """F's output for noisy x [B, 3, H, W] at sigma [B], in float32."""
+        b, steps, c, h, w = context.shape
+        sd = self.cfg.sigma_data
+        s = sigma[:, None, None, None]
+        inp = torch.cat([edm.c_in(s, sd) * x, context.reshape(b, steps * c, h, w)], dim=1)  # [B, 3(L+1), H, W]
+        cond = self.cond(edm.c_noise(sigma), ctx_sigma, actions, mask)
+        net = self.__dict__.get("_compiled_net") or self.net
+        with self._autocast(x.device):
+            out = net(inp, cond)
+        return out.float()
+
+    def forward(self, x: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor, ctx_sigma: torch.Tensor,
+                actions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """D: the denoised estimate of the next frame, [B, 3, H, W] in [-1, 1] units."""
+        s = sigma[:, None, None, None]
+        sd = self.cfg.sigma_data
+        return edm.c_skip(s, sd) * x + edm.c_out(s, sd) * self.inner(x, sigma, context, ctx_sigma, actions, mask)
+
+    def loss(self, batch: Batch, generator: torch.Generator | None = None) -> torch.Tensor:
+        """EDM loss on the last frame of each window, given the L frames and actions before it,
+        with context noise augmentation. Computed on F's output: lambda(sigma) ||D - y||^2 equals
+        ||F - (y - c_skip x) / c_out||^2 exactly."""
+        frames = batch.frames_float()  # [B, L+1, 3, H, W]
+        b, L = frames.shape[0], self.context
+        context, target = frames[:, :L], frames[:, L] - self.base(frames[:, :L])
+        actions, mask = batch.actions[:, :L], batch.mask[:, :L]
+        cfg, dev = self.cfg, frames.device
+        sigma = edm.sample_sigmas(b, cfg.p_mean, cfg.p_std, cfg.sigma_min, cfg.sigma_max, dev, generator)
+        noise = torch.randn(target.shape, device=dev, generator=generator)
+        if cfg.offset_noise > 0:
+            noise = noise + cfg.offset_noise * torch.randn((b, 3, 1, 1), device=dev, generator=generator)
+        s = sigma[:, None, None, None]
+        x = target + s * noise
+        ctx_sigma = torch.zeros(b, device=dev)
+        if cfg.context_noise_max > 0:
+            ctx_sigma = torch.rand(b, device=dev, generator=generator) * cfg.context_noise_max
+            context = context + ctx_sigma[:, None, None, None, None] * torch.randn(
+                context.shape, device=dev, generator=generator)
+        out = self.inner(x, sigma, context, ctx_sigma, actions, mask)
+        target_f = (target - edm.c_skip(s, cfg.sigma_data) * x) / edm.c_out(s, cfg.sigma_data)
+        return ((out - target_f) ** 2).mean()
+
+    @torch.no_grad()
+    def generate(self, context: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None,
+                 sampler: SamplerConfig, generator: torch.Generator | None = None,
+                 context_noise: float | None = None) -> torch.Tensor:
+        """The next frame after `context` [B, L, 3, H, W] (in [-1, 1]) under `actions` [B, L, A]:
+        sampled in sampler.steps steps and rounded to 8-bit levels; [B, 3, H, W]."""
+        b, L, c, h, w = context.shape
+        dev = context.device
+        mask = torch.ones(b, L, dtype=torch.bool, device=dev) if mask is None else mask
+        level = sampler.context_noise if context_noise is None else context_noise
+        level = min(max(level, 0.0), self.cfg.context_noise_max)
+        ctx_sigma = torch.full((b,), level, device=dev)
+        sigmas = edm.karras_sigmas(sampler.steps, sampler.sigma_min, sampler.sigma_max, sampler.rho).to(dev)
+        noise = torch.randn((b, c, h, w), device=dev, generator=generator)
+        base = self.base(context)
+        if level > 0:
+            context = context + level * torch.randn(context.shape, device=dev, generator=generator)
+        x = sample(lambda x, s: self(x, s, context, ctx_sigma, actions, mask), noise, sigmas,
+                   sampler.method, sampler.churn, generator)
+        return quantize((base + x).clamp(-1, 1))
+
+    def base(self, context: torch.Tensor) -> torch.Tensor:
+        """What the diffused quantity is relative to: the clean last past frame (residual) or 0."""
+        return context[:, -1] if self.cfg.residual else torch.zeros_like(context[:, -1])

@@ -1,0 +1,36 @@
+"""Device and speed switches shared by training, play and eval: one code path for CPU and CUDA."""
+
+from __future__ import annotations
+
+import torch
+
+from model.denoiser import Denoiser
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("error: --device cuda, but torch sees no CUDA GPU (CPU build of torch, or no "
+                         "driver); use --device cpu or install a CUDA build of torch")
+    return torch.device(name)
+
+
+def autocast_dtype(device: torch.device, precision: str = "auto") -> torch.dtype | None:
+    """bf16 autocast on CUDA by default; none (fp32) on the CPU unless asked for."""
+    if precision == "auto":
+        return torch.bfloat16 if device.type == "cuda" else None
+    return {"no": None, "bf16": torch.bfloat16}[precision]
+
+
+def configure(model: Denoiser, device: torch.device, precision: str = "auto", channels_last: bool = True,
+              compile: bool = False, compile_mode: str | None = None) -> Denoiser:
+    """Move the model to `device` and apply the speed switches: autocast around the network only,
+    channels_last memory, torch.compile of the network (mode "reduce-overhead" uses CUDA graphs)."""
+    model = model.to(device)
+    model.autocast_dtype = autocast_dtype(device, precision)
+    if channels_last:
+        model.net = model.net.to(memory_format=torch.channels_last)
+    if compile:
+        model.compile_network(compile_mode)
+    return model

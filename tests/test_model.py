@@ -1,0 +1,278 @@
+"""The world model: EDM math, the network, the sampler, the env, config and checkpoints."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from dataset import Control, ControlSpec
+from dataset.batch import Batch
+from model import edm
+from model.checkpoint import CheckpointError, export_model, load_model
+from model.config import Config, ConfigError, apply_override, load_config
+from model.denoiser import Denoiser
+from model.env import WorldModelEnv
+from model.sampler import quantize, sample
+
+SPEC = ControlSpec((Control("left"), Control("right"), Control("dx", "continuous", "mouse:dx", -20, 20)))
+
+
+def tiny_cfg() -> Config:
+    cfg = load_config("configs/tiny.yaml")
+    return cfg
+
+
+def make_model(seed: int = 0, cfg: Config | None = None) -> Denoiser:
+    cfg = cfg or tiny_cfg()
+    torch.manual_seed(seed)
+    return Denoiser(cfg.model, cfg.diffusion, SPEC, cfg.data.context)
+
+
+def randomize(model: Denoiser, seed: int = 0, std: float = 0.05) -> Denoiser:
+    """Non-zero weights everywhere (the output layers start at zero, which hides the rest)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * std)
+    return model
+
+
+def random_batch(b=4, L=2, h=16, w=16, seed=0) -> Batch:
+    g = torch.Generator().manual_seed(seed)
+    frames = torch.randint(0, 256, (b, L + 1, 3, h, w), generator=g, dtype=torch.uint8)
+    actions = torch.zeros(b, L + 1, 3)
+    actions[..., :2] = torch.randint(0, 2, (b, L + 1, 2), generator=g).float()
+    actions[..., 2] = torch.randn(b, L + 1, generator=g) * 10
+    mask = torch.ones(b, L + 1, dtype=torch.bool)
+    mask[0, 0] = False
+    return Batch(frames, actions, mask)
+
+
+# -- EDM math ------------------------------------------------------------------------------------
+
+def test_karras_schedule_end_points():
+    s = edm.karras_sigmas(5, 0.002, 80.0, 7.0)
+    assert s.shape == (6,)
+    assert s[0].item() == pytest.approx(80.0, rel=1e-5)
+    assert s[4].item() == pytest.approx(0.002, rel=1e-4)
+    assert s[5].item() == 0.0
+    assert (s[:-1][1:] < s[:-1][:-1]).all(), "decreasing"
+    # Eq. 5 at the midpoint: ((80^(1/7) + 0.002^(1/7)) / 2)^7
+    mid = ((80 ** (1 / 7) + 0.002 ** (1 / 7)) / 2) ** 7
+    assert s[2].item() == pytest.approx(mid, rel=1e-5)
+    assert edm.karras_sigmas(1, 0.002, 5.0).tolist() == pytest.approx([5.0, 0.0])
+
+
+def test_preconditioning_limits():
+    sd = 0.5
+    tiny, huge = torch.tensor(1e-6), torch.tensor(1e4)
+    assert edm.c_skip(tiny, sd).item() == pytest.approx(1.0, abs=1e-9)
+    assert edm.c_out(tiny, sd).item() == pytest.approx(0.0, abs=1e-5)
+    assert edm.c_skip(huge, sd).item() == pytest.approx(0.0, abs=1e-8)
+    assert edm.c_out(huge, sd).item() == pytest.approx(sd, rel=1e-6)
+    s = torch.tensor(0.5)
+    assert edm.c_in(s, sd).item() == pytest.approx(1 / math.sqrt(0.5))
+    assert edm.c_noise(torch.tensor(math.e ** 4)).item() == pytest.approx(1.0)
+    # the unit-variance property: Var[c_skip y + c_out n] target scaling, Eq. 8
+    assert edm.loss_weight(s, sd).item() == pytest.approx((0.25 + 0.25) / (0.25 * 0.25))
+
+
+def test_one_euler_step_by_hand():
+    x = torch.tensor([1.0, -2.0])
+    denoised = torch.tensor([0.5, 0.0])
+    # d = (x - D) / sigma = [0.25, -1.0]; x' = x + (1 - 2) * d = [0.75, -1.0]
+    out = edm.euler_step(x, denoised, 2.0, 1.0)
+    assert out.tolist() == pytest.approx([0.75, -1.0])
+    # the sampler with a denoiser that always says 0 walks x to 0 in one step to sigma 0
+    noise = torch.ones(1, 2)
+    res = sample(lambda x, s: torch.zeros_like(x), noise, torch.tensor([3.0, 0.0]))
+    assert res[0].tolist() == pytest.approx([0.0, 0.0])
+
+
+def test_heun_and_churn_paths():
+    noise = torch.randn(2, 3, 4, 4, generator=torch.Generator().manual_seed(0))
+    sig = edm.karras_sigmas(3, 0.002, 5.0)
+    target = torch.full_like(noise, 0.3)
+    for method in ("euler", "heun"):
+        out = sample(lambda x, s: target, noise, sig, method=method)
+        assert torch.allclose(out, target, atol=1e-5), f"{method} reaches a constant denoiser's answer"
+    g1, g2 = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    denoise = lambda x, s: x * 0.5
+    a = sample(denoise, noise, sig, churn=1.0, generator=g1)
+    b = sample(denoise, noise, sig, churn=1.0, generator=g2)
+    assert torch.equal(a, b)
+    assert not torch.equal(a, sample(denoise, noise, sig))
+    with pytest.raises(ValueError, match="method"):
+        sample(denoise, noise, sig, method="rk4")
+
+
+def test_perfect_denoiser_has_zero_loss():
+    clean = torch.rand(4, 3, 8, 8) * 2 - 1
+    sigma = torch.tensor([0.01, 0.5, 2.0, 30.0])[:, None, None, None]
+    assert edm.edm_loss(clean.clone(), clean, sigma, 0.5).item() == 0.0
+    assert edm.edm_loss(clean + 0.1, clean, sigma, 0.5).item() > 0.0
+    # and through the model's F-space loss: a network that outputs the exact target
+    model = make_model()
+    batch = random_batch()
+    g = torch.Generator().manual_seed(3)
+    captured = {}
+
+    def perfect_inner(x, sigma, context, ctx_sigma, actions, mask):
+        frames = batch.frames_float()
+        target = frames[:, -1] - model.base(frames[:, :-1])
+        s = sigma[:, None, None, None]
+        return (target - edm.c_skip(s, 0.5) * x) / edm.c_out(s, 0.5)
+
+    model.inner = perfect_inner
+    assert model.loss(batch, generator=g).item() == pytest.approx(0.0, abs=1e-10)
+
+
+def test_quantize_rounds_to_8_bit_levels():
+    x = torch.tensor([-1.0, -0.99, 0.0, 0.5, 1.0, 1.3])
+    q = quantize(x)
+    levels = (q + 1) * 127.5
+    assert torch.allclose(levels, levels.round(), atol=1e-4)
+    assert q.min() >= -1 and q.max() <= 1
+
+
+# -- network and denoiser ------------------------------------------------------------------------
+
+def test_shapes_and_determinism():
+    batch = random_batch()
+    a = randomize(make_model(seed=0), 0)
+    b = randomize(make_model(seed=0), 0)
+    L = 2
+    frames = batch.frames_float()
+    sigma = torch.full((4,), 0.7)
+    out_a = a(frames[:, L], sigma, frames[:, :L], torch.zeros(4), batch.actions[:, :L], batch.mask[:, :L])
+    out_b = b(frames[:, L], sigma, frames[:, :L], torch.zeros(4), batch.actions[:, :L], batch.mask[:, :L])
+    assert out_a.shape == (4, 3, 16, 16) and out_a.dtype == torch.float32
+    assert torch.equal(out_a, out_b), "same seed, same output"
+    g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    ga = a.generate(frames[:, :L], batch.actions[:, :L], batch.mask[:, :L], a_cfg().sampler, g1)
+    gb = b.generate(frames[:, :L], batch.actions[:, :L], batch.mask[:, :L], a_cfg().sampler, g2)
+    assert torch.equal(ga, gb) and ga.shape == (4, 3, 16, 16)
+    c = randomize(make_model(seed=1), 1)
+    assert not torch.equal(c(frames[:, L], sigma, frames[:, :L], torch.zeros(4), batch.actions[:, :L],
+                             batch.mask[:, :L]), out_a)
+
+
+def a_cfg() -> Config:
+    return tiny_cfg()
+
+
+def test_one_train_step_gives_finite_gradients_everywhere_including_the_action_encoder():
+    model = randomize(make_model(), std=0.02)
+    loss = model.loss(random_batch(), generator=torch.Generator().manual_seed(0))
+    loss.backward()
+    assert torch.isfinite(loss)
+    for name, p in model.named_parameters():
+        assert p.grad is not None, f"{name} got no gradient"
+        assert torch.isfinite(p.grad).all(), f"{name} has a non-finite gradient"
+    for name, p in model.cond.actions.named_parameters():
+        assert p.grad.abs().sum() > 0, f"action encoder parameter {name} has a zero gradient"
+
+
+def test_actions_change_the_output():
+    model = randomize(make_model())
+    b = random_batch()
+    f = b.frames_float()
+    sigma = torch.full((4,), 1.0)
+    args = (f[:, 2], sigma, f[:, :2], torch.zeros(4))
+    a1 = model(*args, b.actions[:, :2], b.mask[:, :2])
+    a2 = model(*args, b.actions[:, :2] * 0, b.mask[:, :2])
+    assert (a1 - a2).abs().max() > 1e-4
+
+
+def test_save_load_gives_the_same_output(tmp_path):
+    cfg = tiny_cfg()
+    model = randomize(make_model(cfg=cfg))
+    path = export_model(tmp_path / "model.safetensors", model, cfg, step=7)
+    loaded, cfg2, meta = load_model(tmp_path)
+    assert meta["step"] == "7" and cfg2 == cfg and loaded.spec == SPEC
+    b = random_batch()
+    f = b.frames_float()
+    g1, g2 = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
+    out1 = model.eval().generate(f[:, :2], b.actions[:, :2], b.mask[:, :2], cfg.sampler, g1)
+    out2 = loaded.generate(f[:, :2], b.actions[:, :2], b.mask[:, :2], cfg.sampler, g2)
+    assert torch.equal(out1, out2)
+    other = ControlSpec((Control("jump"),))
+    with pytest.raises(CheckpointError, match="control spec of the model .* differs from that of the data"):
+        load_model(path, expect_spec=other)
+    with pytest.raises(CheckpointError, match="no such checkpoint"):
+        load_model(tmp_path / "nothing.safetensors")
+    (tmp_path / "junk.safetensors").write_bytes(b"not a model")
+    with pytest.raises(CheckpointError, match="junk.safetensors: not a readable safetensors file"):
+        load_model(tmp_path / "junk.safetensors")
+
+
+# -- the world-model env -------------------------------------------------------------------------
+
+def test_world_model_env_rolls_its_buffers():
+    cfg = tiny_cfg()
+    model = make_model(cfg=cfg)
+    env = WorldModelEnv(model, cfg.sampler, seed=0)
+    frames = np.random.default_rng(0).integers(0, 256, (3, 2, 16, 16, 3), dtype=np.uint8)
+    actions = np.zeros((3, 1, 3), np.float32)
+    last = env.reset(frames, actions)
+    assert last.shape == (3, 16, 16, 3) and torch.equal(last, torch.from_numpy(frames[:, -1]))
+    out = env.step(np.array([1.0, 0.0, 5.0], np.float32))
+    assert out.shape == (3, 16, 16, 3) and out.dtype == torch.uint8
+    assert env.t == 1
+    # the newest frame in the buffer is the one returned; the action slot for it is empty again
+    assert torch.equal(WorldModelEnv.frames_uint8(env.frames[:, -1]), out)
+    assert env.actions[:, 0].tolist() == [[1.0, 0.0, 5.0]] * 3 and (env.actions[:, 1] == 0).all()
+    # same seed, same rollout
+    env2 = WorldModelEnv(model, cfg.sampler, seed=0)
+    env2.reset(frames, actions)
+    assert torch.equal(env2.step(np.array([1.0, 0.0, 5.0], np.float32)), out)
+    with pytest.raises(ValueError, match="needs 2 context frames"):
+        env.reset(frames[:, :1], actions)
+    with pytest.raises(RuntimeError, match="reset"):
+        WorldModelEnv(model, cfg.sampler).step([0, 0, 0])
+
+
+def test_residual_base_is_the_last_frame():
+    cfg = tiny_cfg()
+    model = make_model(cfg=cfg)  # zero-initialised output: the residual is pure sampler noise
+    b = random_batch(b=2)
+    ctx = b.frames_float()[:, :2]
+    assert torch.equal(model.base(ctx), ctx[:, -1])
+    cfg.diffusion.residual = False
+    plain = make_model(cfg=cfg)
+    assert (plain.base(ctx) == 0).all()
+
+
+# -- config --------------------------------------------------------------------------------------
+
+def test_config_refuses_unknown_keys_and_wrong_types(tmp_path):
+    with pytest.raises(ConfigError, match=r"train has no key 'stepz'; valid keys: steps"):
+        load_config("configs/tiny.yaml", ["train.stepz=5"])
+    with pytest.raises(ConfigError, match=r"tiny.yaml: train.steps: expected an integer, got 'many'"):
+        load_config("configs/tiny.yaml", ["train.steps=many"])
+    with pytest.raises(ConfigError, match=r"config: sampler.method: 'rk4' is not one of \['euler', 'heun'\]"):
+        load_config(None, ["sampler.method=rk4"])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model:\n  chanels: [8]\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: model: unknown key 'chanels'"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="sampler.steps must be between 1 and 10"):
+        load_config(None, ["sampler.steps=11"])
+    with pytest.raises(ConfigError, match="expected KEY=VALUE"):
+        apply_override({}, "train.steps")
+    cfg = load_config("configs/tiny.yaml", ["train.steps=7", "model.channels=[8,16]", "optim.lr=1e-3"])
+    assert cfg.train.steps == 7 and cfg.model.channels == [8, 16] and cfg.optim.lr == 1e-3
+
+
+@pytest.mark.parametrize("preset", ["tiny", "demo", "atari-64", "screen-64"])
+def test_presets_load_and_build(preset):
+    cfg = load_config(f"configs/{preset}.yaml")
+    spec = ControlSpec(tuple(Control(f"a{i}") for i in range(6)), exclusive=True)
+    model = Denoiser(cfg.model, cfg.diffusion, spec, cfg.data.context)
+    n = sum(p.numel() for p in model.parameters())
+    expected = {"tiny": (1e4, 1e6), "demo": (2e5, 3e6), "atari-64": (4.0e6, 5.0e6), "screen-64": (8e6, 3e7)}
+    lo, hi = expected[preset]
+    assert lo < n < hi, f"{preset}: {n} parameters"
