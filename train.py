@@ -222,6 +222,8 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
     step = 0
     if resume_from is not None:
         step = load_training_state(resume_from, denoiser, ema, optimizer)["step"]
+        if main_proc:
+            print(f"resuming from {resume_from} at step {step}", file=sys.stderr)
     if t.compile:
         denoiser.compile_network()
     loss_module, optimizer = accelerator.prepare(LossModule(denoiser), optimizer)
