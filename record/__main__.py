@@ -1,4 +1,4 @@
-"""`python -m record env ...`: record gameplay into a store."""
+"""`python -m record env|screen ...`: record gameplay into a store."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import sys
 
 import yaml
 
+from dataset.controls import SpecError
 from dataset.store import StoreError
 from record.env import POLICIES, EnvRecording, Recorder
+from record.screen import RecordError, ScreenRecorder, ScreenRecording
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -20,6 +22,18 @@ def parse_size(text: str) -> tuple[int, int]:
     if w <= 0 or h <= 0:
         raise argparse.ArgumentTypeError(f"size must be positive, got {text!r}")
     return w, h
+
+
+def parse_region(text: str) -> tuple[int, int, int, int]:
+    """"0,0,1280,720" -> (x, y, width, height) in screen pixels."""
+    try:
+        x, y, w, h = (int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected X,Y,WIDTH,HEIGHT in pixels, e.g. 0,0,1280,720, "
+                                         f"got {text!r}") from None
+    if w <= 0 or h <= 0:
+        raise argparse.ArgumentTypeError(f"WIDTH and HEIGHT must be positive, got {text!r}")
+    return x, y, w, h
 
 
 def parse_kwarg(text: str) -> tuple[str, object]:
@@ -95,12 +109,88 @@ def cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
+SCREEN_EPILOG = """\
+Only the inputs that the control profile names are recorded, and only while recording is on
+(not before the start, not while paused, not after the stop; with --window, not while another
+window has the focus). Typing anything else records nothing. Frames hold the captured pixels
+only (no mouse cursor). Examples:
+  python -m record screen --window "my game" --controls platformer --out runs/me.zarr
+  python -m record screen --region 0,0,1280,720 --fps 60 --size 256x144 --controls fps --out fps.zarr
+  python -m record.square_game &      # a tiny game to try it on
+"""
+
+
+class RawEpilogFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):
+    """HelpFormatter that keeps the description's and epilog's line breaks."""
+
+
+def add_screen_parser(sub) -> None:
+    d = ScreenRecording()
+    p = sub.add_parser(
+        "screen", help="record your own game: the screen, with keyboard, mouse and gamepad input",
+        description="Capture a monitor, a region or a window at a fixed rate, with the input of\n"
+        "every frame read from the devices that the control profile names, into a store.\n"
+        "A pause ends an episode; resuming starts the next one.",
+        epilog=SCREEN_EPILOG, formatter_class=RawEpilogFormatter)
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--monitor", type=int, default=None, metavar="N",
+                       help="monitor to capture: 1 is the first (the default), 0 all together")
+    where.add_argument("--region", type=parse_region, default=None, metavar="X,Y,W,H",
+                       help="screen rectangle to capture, in pixels")
+    where.add_argument("--window", default=None, metavar="NAME",
+                       help="window to capture (part of its title or class, or its X11 id); it is "
+                       "followed when it moves, and recording pauses while another window has the focus")
+    p.add_argument("--out", required=True, help="store to write (a folder, e.g. session.zarr)")
+    p.add_argument("--controls", default=d.controls, metavar="PROFILE",
+                   help="control profile: a TOML file, or a name in configs/controls/ (platformer, fps, gamepad)")
+    p.add_argument("--fps", type=float, default=d.fps, help="frames per second (up to 240)")
+    p.add_argument("--size", type=parse_size, default="x".join(map(str, d.size)), metavar="WxH",
+                   help="stored frame size; captures are resized with area interpolation")
+    p.add_argument("--pause-key", default=d.pause_key, help="hotkey: start/pause/resume (a new episode)")
+    p.add_argument("--stop-key", default=d.stop_key, help="hotkey: stop and close the store")
+    p.add_argument("--countdown", type=float, default=d.countdown, metavar="SECONDS",
+                   help="wait this long before the first frame")
+    p.add_argument("--wait", action="store_true", help="start paused: the pause key starts recording")
+    p.add_argument("--duration", type=float, default=None, metavar="SECONDS",
+                   help="stop after this much recording (pauses not counted)")
+    p.add_argument("--ignore-focus", action="store_true",
+                   help="--window: keep recording while another window has the focus")
+    p.add_argument("--queue-seconds", type=float, default=d.queue_seconds,
+                   help="frames the writer may fall behind, in seconds, before frames are dropped")
+    p.add_argument("--flush-seconds", type=float, default=d.flush_seconds,
+                   help="flush at least this often: a killed recorder loses no more than this")
+    p.add_argument("--gamepad-hz", type=float, default=d.gamepad_hz, help="gamepad polls per second")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing store at --out")
+    p.add_argument("--quiet", action="store_true", help="no status line")
+    p.set_defaults(func=cmd_screen)
+
+
+def cmd_screen(args: argparse.Namespace) -> int:
+    rec = ScreenRecording(out=args.out, controls=args.controls, monitor=args.monitor, region=args.region,
+                          window=args.window, fps=args.fps, size=args.size, pause_key=args.pause_key.lower(),
+                          stop_key=args.stop_key.lower(), countdown=args.countdown, wait=args.wait,
+                          duration=args.duration, follow_focus=not args.ignore_focus,
+                          queue_seconds=args.queue_seconds, flush_seconds=args.flush_seconds,
+                          gamepad_hz=args.gamepad_hz, overwrite=args.overwrite, quiet=args.quiet)
+    try:
+        ScreenRecorder(rec).run()
+    except (RecordError, StoreError, SpecError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; the store at {rec.out} holds what was flushed", file=sys.stderr)
+        return 130
+    print(f"wrote {rec.out}  (inspect it with: python -m dataset info {rec.out})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m record",
                                 description="Record gameplay (frames plus the input of every frame) "
                                 "into a zarr store that `python -m dataset info` reads.")
     sub = p.add_subparsers(dest="command", required=True)
     add_env_parser(sub)
+    add_screen_parser(sub)
     return p
 
 
