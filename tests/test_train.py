@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 
 from conftest import ROOT, run_cli
 from dataset import Control, ControlSpec, StoreWriter, WindowDataset
+from dataset import open_store
 from model.checkpoint import latest_checkpoint, load_model
 
 FAST = ["model.channels=[8,16]", "model.cond_dim=32", "model.action_dim=8", "train.batch_size=4",
@@ -165,9 +166,13 @@ def test_learns_the_block_game_and_follows_the_action(tmp_path, block_store):
     the generated block moves the way the given action says in at least 90% of held-out moves."""
     train_cli("--config", "configs/tiny.yaml", "--data", str(block_store), f"out_dir={tmp_path}",
               "train.steps=800", "train.batch_size=16", "train.eval_every=100000", "train.sample_every=0",
-              "train.save_every=100000", "optim.lr=0.002", "diffusion.context_noise_max=0.1", timeout=600)
+              "train.save_every=100000", "optim.lr=0.002", "diffusion.context_noise_max=0.1", "data.val_fraction=0",
+              timeout=600)
     model, cfg, _ = load_model(tmp_path / "tiny")
-    val = WindowDataset([block_store], context=cfg.data.context, split="val", val_fraction=cfg.data.val_fraction)
+    held_out = tmp_path / "held_out.zarr"  # another seed: episodes the model never saw
+    run_cli("-m", "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "600",
+            "--max-hold", "6", "--seed", "2", "--quiet", "--out", str(held_out))
+    val = WindowDataset([held_out], context=cfg.data.context, split="all")
     p_model, p_last, acc, n = direction_accuracy(model, cfg, val)
     assert n > 100
     assert p_model > p_last + 4.0, f"model {p_model:.2f} dB vs repeat-last {p_last:.2f} dB"
@@ -175,20 +180,22 @@ def test_learns_the_block_game_and_follows_the_action(tmp_path, block_store):
 
 
 def test_learns_a_real_atari_game_to_the_repeat_last_level(tmp_path):
-    """Breakout at 32x32 from the sticky bot. Under a minute of CPU training brings the one-step
-    prediction to within 0.3 dB of repeating the last frame (about 41 dB: the scene is redrawn
-    to the 8-bit level), far above the mean frame, and clearly above the untrained model.
+    """Breakout at 32x32 from the sticky bot, scored on a recording with another seed. Under a
+    minute of CPU training brings the one-step prediction to within 0.5 dB of repeating the last
+    frame (measured: 42.66 vs 42.83 dB; the scene is redrawn to the 8-bit level), 7 dB above the
+    mean frame, and 2 dB above the untrained model (whose residual output starts near a copy).
     Beating repeat-last on Atari needs the motion of 1-pixel objects, which takes longer than a
     test affords; the block-game test above checks that margin and the use of actions."""
-    store = tmp_path / "breakout.zarr"
-    run_cli("-m", "record", "env", "--env", "ALE/Breakout-v5", "--steps", "2000", "--size", "32x32",
-            "--seed", "0", "--quiet", "--out", str(store))
-    val = WindowDataset([store], context=2, split="val", val_fraction=0.2)
+    store, held_out = tmp_path / "breakout.zarr", tmp_path / "held_out.zarr"
+    for path, seed, steps in ((store, 0, 2000), (held_out, 1, 400)):  # held out: another seed
+        run_cli("-m", "record", "env", "--env", "ALE/Breakout-v5", "--steps", str(steps), "--size", "32x32",
+                "--seed", str(seed), "--quiet", "--out", str(path))
+    val = WindowDataset([held_out], context=2, split="all")
     b = val.__getitems__(np.arange(len(val)))
     f = b.frames_float()
     psnr = lambda x, y: -10 * math.log10(((x - y) ** 2).mean().item() / 4)
-    mean_frame = WindowDataset([store], context=2, split="train", val_fraction=0.2).__getitems__(
-        np.arange(0, 1500, 7)).frames_float()[:, -1].mean(0, keepdim=True)
+    mean_frame = torch.from_numpy(open_store(store).read_frames()).float().mean(0).permute(2, 0, 1)
+    mean_frame = (mean_frame / 127.5 - 1)[None]
     p_mean, p_last = psnr(mean_frame.expand_as(f[:, 2]), f[:, 2]), psnr(f[:, 1], f[:, 2])
     scores = []
     for steps in (1, 600):
@@ -199,16 +206,16 @@ def test_learns_a_real_atari_game_to_the_repeat_last_level(tmp_path):
         scores.append(psnr(out, f[:, 2]))
     untrained, trained = scores
     print(f"untrained {untrained:.2f} dB, trained {trained:.2f}, repeat-last {p_last:.2f}, mean frame {p_mean:.2f}")
-    assert trained > p_last - 0.3, f"trained {trained:.2f} dB vs repeat-last {p_last:.2f}"
+    assert trained > p_last - 0.5, f"trained {trained:.2f} dB vs repeat-last {p_last:.2f}"
     assert trained > p_mean + 5, f"trained {trained:.2f} dB vs the mean frame's {p_mean:.2f}"
-    assert trained > untrained + 0.2, f"trained {trained:.2f} dB vs untrained {untrained:.2f}"
+    assert trained > untrained + 1.0, f"trained {trained:.2f} dB vs untrained {untrained:.2f}"
 
 
 def train_model(tmp_path, store, steps):
     name = f"atari{steps}"
     train_cli("--config", "configs/tiny.yaml", "--data", str(store), f"out_dir={tmp_path}", f"name={name}",
               f"train.steps={steps}", "train.batch_size=16", "train.eval_every=100000", "train.sample_every=0",
-              "train.save_every=100000", "optim.lr=0.002", "diffusion.sigma_data=0.25",
+              "train.save_every=100000", "optim.lr=0.002", "diffusion.sigma_data=0.25", "data.val_fraction=0",
               "diffusion.offset_noise=0.0", "diffusion.context_noise_max=0.1", timeout=600)
     model, cfg = load_model(tmp_path / name)[:2]
     return model, cfg
