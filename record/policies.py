@@ -67,6 +67,24 @@ def meaning_parts(meaning: str) -> frozenset[str]:
     return frozenset(re.findall("|".join(MEANING_PARTS), meaning.upper()))
 
 
+def pick_action(parts: list[frozenset[str]], targets) -> int:
+    """The discrete action for the held `targets` (meaning parts such as "UP", "FIRE", or action
+    indices): an index wins; else the action whose meaning has exactly the held parts, else the
+    one with the most of them and no other, else action 0. `parts[i]` = meaning_parts(meaning i)."""
+    targets = list(targets)
+    for t in targets:
+        if isinstance(t, int):
+            return t
+    want = frozenset(targets)
+    best, best_n = 0, 0
+    for i, p in enumerate(parts):
+        if p == want:
+            return i
+        if p <= want and len(p) > best_n:
+            best, best_n = i, len(p)
+    return best
+
+
 def parse_keymap(text: str, meanings: list[str]) -> dict[str, object]:
     """"left=LEFT,space=FIRE" or "left=0,right=1" -> {key name: meaning part or action index}."""
     out: dict[str, object] = {}
@@ -136,18 +154,7 @@ class KeyboardPolicy:
         """The action for the frame that just ended; clears the taps."""
         active = self.held | self.tapped
         self.tapped = set()
-        targets = [self.keymap[k] for k in active]
-        for t in targets:
-            if isinstance(t, int):
-                return t
-        want = frozenset(targets)
-        best, best_n = 0, 0
-        for i, parts in enumerate(self.parts):
-            if parts == want:
-                return i
-            if parts <= want and len(parts) > best_n:
-                best, best_n = i, len(parts)
-        return best
+        return pick_action(self.parts, [self.keymap[k] for k in active])
 
     def act(self, frame: np.ndarray) -> int:
         if self.screen is None:

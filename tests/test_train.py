@@ -174,6 +174,7 @@ def test_learns_the_block_game_and_follows_the_action(tmp_path, block_store):
             "--max-hold", "6", "--seed", "2", "--quiet", "--out", str(held_out))
     val = WindowDataset([held_out], context=cfg.data.context, split="all")
     p_model, p_last, acc, n = direction_accuracy(model, cfg, val)
+    print(f"block game: model {p_model:.2f} dB, repeat-last {p_last:.2f} dB, direction {acc:.1%} of {n}")
     assert n > 100
     assert p_model > p_last + 4.0, f"model {p_model:.2f} dB vs repeat-last {p_last:.2f} dB"
     assert acc >= 0.9, f"the block moved the right way in {acc:.0%} of {n} held-out moves"

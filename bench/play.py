@@ -1,0 +1,101 @@
+"""Play-loop speed on this machine: frames per second of play.py's loop (read input, step the
+model, draw the scaled frame and the HUD, no fps cap) with SDL's dummy video driver, per preset
+and sampler steps, and the share of the loop spent in the model. Random-init weights (speed does
+not depend on training), a 6-action exclusive spec, context frames from a small made-up store.
+Goal on 2 CPU cores: 15 frames/s or more at the demo preset (32x32) with 3 steps.
+
+`python -m bench.play [--frames 300] [--device cpu|cuda] [--compile] [--threads 2]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+
+import torch  # noqa: E402
+
+import play  # noqa: E402
+from bench.common import report  # noqa: E402
+from dataset import Control, ControlSpec, StoreWriter  # noqa: E402
+from model.checkpoint import export_model  # noqa: E402
+from model.config import load_config  # noqa: E402
+from model.denoiser import Denoiser  # noqa: E402
+
+SIZES = {"demo": 32, "atari-64": 64}
+SPEC = ControlSpec(tuple(Control(m) for m in ("NOOP", "FIRE", "UP", "RIGHT", "LEFT", "DOWN")), exclusive=True)
+GOAL_FPS = {"demo": 15.0}
+
+
+def make_checkpoint(preset: str, folder: Path) -> tuple[Path, Path]:
+    """A random-init model of `preset` and a 2-episode store of moving bars at its size."""
+    cfg = load_config(f"configs/{preset}.yaml")
+    torch.manual_seed(0)
+    run = folder / preset
+    run.mkdir()
+    export_model(run / "model.safetensors", Denoiser(cfg.model, cfg.diffusion, SPEC, cfg.data.context), cfg, 0)
+    s = SIZES[preset]
+    store = folder / f"{preset}.zarr"
+    with StoreWriter(store, spec=SPEC, fps=15, frame_size=(s, s), source={"kind": "bench"}) as w:
+        for t in range(64):
+            if t % 32 == 0:
+                w.begin_episode()
+            f = np.zeros((s, s, 3), np.uint8)
+            f[:, (t * 2) % s:(t * 2) % s + 4] = (200, 180, 40)
+            w.append(f, SPEC.one_hot(t % len(SPEC)), t / 15)
+    return run, store
+
+
+def measure(run: Path, store: Path, steps: int, frames: int, args: argparse.Namespace) -> dict:
+    """Loop frames/s, ms per frame, model ms per frame and its share of the loop."""
+    argv = ["--checkpoint", str(run), "--data", str(store), "--fps", "0", "--steps", str(steps), "--no-real",
+            "--seed", "0", "--device", args.device, "--scale", str(args.scale), "--save-dir", tempfile.gettempdir()]
+    if args.compile:
+        argv.append("--compile")
+    player = play.build(play.parse_args(argv))
+    try:
+        player.run(max(3, frames // 10))  # warm-up (and compilation)
+        model0, n0 = player.stats["model_s"], player.frames_done
+        t0 = time.perf_counter()
+        player.run(n0 + frames)
+        loop = time.perf_counter() - t0
+        model = player.stats["model_s"] - model0
+    finally:
+        player.close()
+    return {"fps": frames / loop, "ms_per_frame": loop / frames * 1000, "model_ms": model / frames * 1000,
+            "model_share": model / loop}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--frames", type=int, default=300, help="frames measured per case (after a warm-up)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--scale", type=int, default=8, help="window pixels per frame pixel")
+    p.add_argument("--compile", action="store_true", help="torch.compile the network")
+    p.add_argument("--presets", nargs="+", default=list(SIZES), choices=list(SIZES))
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for preset in args.presets:
+            run, store = make_checkpoint(preset, Path(tmp))
+            for steps in (1, 2, 3):
+                r = measure(run, store, steps, args.frames, args)
+                goal = GOAL_FPS.get(preset) if steps == 3 else None
+                rows.append({"preset": preset, "frame": f"{SIZES[preset]}x{SIZES[preset]}", "steps": steps, **r,
+                             "goal_fps": goal, "meets_goal": None if goal is None else r["fps"] >= goal})
+    suffix = args.device + ("-compile" if args.compile else "")
+    report(f"play-{suffix}", rows, ["preset", "frame", "steps", "fps", "ms_per_frame", "model_ms", "model_share",
+                                    "goal_fps", "meets_goal"])
+
+
+if __name__ == "__main__":
+    main()
