@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from dataset import ControlSpec, StoreError, WindowDataset, make_loader
 from dataset.batch import Batch
-from eval.metrics import psnr
+from eval.metrics import psnr, ssim
 from eval.video import grid, upscale, write_image, write_video
 from model.checkpoint import (CheckpointError, export_model, latest_checkpoint, load_training_state,
                               save_training_state)
@@ -89,9 +89,9 @@ def make_optimizer(model: torch.nn.Module, cfg: Config) -> torch.optim.Optimizer
 
 @torch.no_grad()
 def evaluate(model: Denoiser, ds: WindowDataset, cfg: Config, device: torch.device) -> dict:
-    """Validation loss and one-step PSNR (generated vs real next frame, and repeat-last)."""
+    """Validation loss and one-step PSNR and SSIM (generated vs real next frame, and repeat-last)."""
     g = torch.Generator(device).manual_seed(cfg.train.seed)
-    losses, p_model, p_last = [], [], []
+    losses, p_model, p_last, s_model, s_last = [], [], [], [], []
     for batch in make_loader(ds, cfg.train.batch_size, seed=cfg.train.seed, drop_last=False):
         if len(losses) >= cfg.train.eval_batches:
             break
@@ -102,8 +102,11 @@ def evaluate(model: Denoiser, ds: WindowDataset, cfg: Config, device: torch.devi
         nxt = model.generate(frames[:, :L], batch.actions[:, :L], batch.mask[:, :L], cfg.sampler, g)
         p_model.append(psnr(nxt, frames[:, L]))
         p_last.append(psnr(frames[:, L - 1], frames[:, L]))
-    return {"val/loss": float(np.mean(losses)), "val/psnr": torch.cat(p_model).mean().item(),
-            "val/psnr_repeat_last": torch.cat(p_last).mean().item()}
+        s_model.append(ssim(nxt, frames[:, L]))
+        s_last.append(ssim(frames[:, L - 1], frames[:, L]))
+    mean = lambda xs: torch.cat(xs).mean().item()
+    return {"val/loss": float(np.mean(losses)), "val/psnr": mean(p_model), "val/psnr_repeat_last": mean(p_last),
+            "val/ssim": mean(s_model), "val/ssim_repeat_last": mean(s_last)}
 
 
 @torch.no_grad()

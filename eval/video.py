@@ -39,3 +39,31 @@ def grid(rows: list[np.ndarray], gap: int = 2) -> np.ndarray:
         for j, img in enumerate(row):
             out[i * (h + gap):i * (h + gap) + h, j * (w + gap):j * (w + gap) + w] = img
     return out
+
+
+class VideoWriter:
+    """Streams uint8 [H, W, 3] frames to an H.264 MP4 (odd sizes padded to even), so long videos
+    never sit in memory whole. Use as a context manager."""
+
+    def __init__(self, path: str | Path, fps: float) -> None:
+        self.path, self.fps, self.n = Path(path), float(fps), 0
+        self._file = iio.imopen(self.path, "w", plugin="pyav")
+        self._started = False
+
+    def write(self, frame: np.ndarray) -> None:
+        frame = np.asarray(frame, np.uint8)
+        frame = np.pad(frame, ((0, frame.shape[0] % 2), (0, frame.shape[1] % 2), (0, 0)))
+        if not self._started:
+            self._file.init_video_stream("libx264", fps=self.fps)
+            self._started = True
+        self._file.write_frame(np.ascontiguousarray(frame))
+        self.n += 1
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> VideoWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

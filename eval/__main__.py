@@ -1,0 +1,386 @@
+"""Measure how a world model drifts over long sessions.
+
+  python -m eval drift --checkpoint runs/<name> [--data STORE...] --out reports/<name>
+  python -m eval drift --session SESSION.zarr... --data STORE... --out reports/<session>
+  python -m eval sweep --checkpoint runs/a [runs/b ...] --context-noise 0,0.1,0.3 --steps 1,3 --out reports/sweep
+
+Each writes a report folder: metrics.json (every figure, with the command and versions), PNG
+plots, MP4 videos and index.html, which shows it all on one page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from dataset import StoreError, open_store
+from dataset.controls import SpecError
+from eval import EvalError
+
+if TYPE_CHECKING:
+    from eval.data import EvalData
+    from model.config import Config, SamplerConfig
+    from model.denoiser import Denoiser
+
+SUBCOMMAND_HELP = {
+    "drift": "teacher-forced one-step quality, open-loop rollouts against the recording, reference-free "
+             "health and action following; or, with --session, the reference-free figures of saved sessions",
+    "sweep": "the drift figures over context noise levels, sampler steps and checkpoints: one table, one plot",
+}
+
+DRIFT_EPILOG = """\
+what is measured:
+  one step     held-out windows predicted from real past frames: PSNR and SSIM, beside repeating
+               the last frame and the mean training frame
+  rollouts     the --episodes longest held-out episodes, started from their first L real frames
+               and driven by their recorded actions for --horizon steps; PSNR and SSIM per step
+               while the recording lasts (the episode's length caps them), and the step at which
+               each falls below the thresholds; past the recording the episode's actions are
+               replayed from its start and only the reference-free figures go on
+  health       sharpness, colour distance to the data, distance to the nearest training frame,
+               and a drift score per chunk (each chunk against the first); no ground truth needed
+  actions      a small classifier trained here on real transitions reads which action each
+               generated transition shows; its accuracy on real held-out transitions is the ceiling
+
+sessions: a store passed with --session is taken as generated frames with no ground truth (a
+saved play session, or any store written with dataset.StoreWriter): it gets the reference-free
+figures only, against --data (or the checkpoint's training stores). With --session the model is
+not run; --checkpoint then only names the reference data.
+"""
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas, got {text!r}") from None
+
+
+def _common(p: argparse.ArgumentParser, horizon: int, episodes: int) -> None:
+    p.add_argument("--data", nargs="+", metavar="STORE",
+                   help="recordings to evaluate on (default: the checkpoint's training stores, data.stores); "
+                        "held-out episodes are the training run's own split (data.val_fraction)")
+    p.add_argument("--out", required=True, help="report folder to write (e.g. reports/<name>)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing report folder")
+    p.add_argument("--horizon", type=int, default=horizon,
+                   help=f"steps generated per rollout, and frames measured per session episode (default: {horizon})")
+    p.add_argument("--episodes", type=int, default=episodes,
+                   help=f"held-out episodes rolled out, the longest ones (default: {episodes})")
+    p.add_argument("--psnr-thresholds", type=_floats, default=[30.0, 25.0, 20.0], metavar="DB,...",
+                   help="report the step at which PSNR falls below each (default: 30,25,20)")
+    p.add_argument("--ssim-thresholds", type=_floats, default=[0.9, 0.8, 0.7], metavar="S,...",
+                   help="report the step at which SSIM falls below each (default: 0.9,0.8,0.7)")
+    p.add_argument("--chunks", type=int, default=10,
+                   help="the horizon is cut into this many chunks for the drift score (default: 10)")
+    p.add_argument("--windows", type=int, default=512, help="held-out windows for the one-step figures (default: 512)")
+    p.add_argument("--bank", type=int, default=2000,
+                   help="training frames in the nearest-frame bank and the colour reference (default: 2000)")
+    p.add_argument("--idm-steps", type=int, default=600,
+                   help="training steps of the action classifier, batch 64 (default: 600)")
+    p.add_argument("--idm-pairs", type=int, default=20000,
+                   help="most real transitions the action classifier trains and is checked on (default: 20000)")
+    p.add_argument("--batch", type=int, default=16, help="episodes rolled out together (default: 16)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampler noise and the classifier (default: 0)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="where the model runs (default: auto, CUDA when torch sees it)")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's own choice)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m eval", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True, metavar="{drift,sweep}")
+    d = sub.add_parser("drift", help=SUBCOMMAND_HELP["drift"], description=textwrap.fill(SUBCOMMAND_HELP["drift"], 92),
+                       epilog=DRIFT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    d.add_argument("--checkpoint", help="run folder (runs/<name>) or its model.safetensors")
+    d.add_argument("--session", nargs="+", metavar="STORE", default=[],
+                   help="saved sessions to measure without ground truth (see below)")
+    d.add_argument("--steps", type=int, help="sampler steps per frame, 1 to 10 (default: the checkpoint's sampler.steps)")
+    d.add_argument("--context-noise", type=float,
+                   help="noise level given to past frames when generating (default: the checkpoint's "
+                        "sampler.context_noise; at most its diffusion.context_noise_max)")
+    d.add_argument("--videos", type=int, default=8, help="MP4 videos written, one per episode (default: 8)")
+    _common(d, 1000, 8)
+    s = sub.add_parser("sweep", help=SUBCOMMAND_HELP["sweep"], description=SUBCOMMAND_HELP["sweep"] + ". "
+                       "Each setting is a full drift evaluation (without videos), reduced to one row.")
+    s.add_argument("--checkpoint", nargs="+", required=True, metavar="RUN",
+                   help="one or more run folders or model files (same control spec and frame size)")
+    s.add_argument("--context-noise", type=_floats, default=[0.0, 0.05, 0.1, 0.2], metavar="X,...",
+                   help="context noise levels to try (default: 0,0.05,0.1,0.2)")
+    s.add_argument("--steps", type=_ints, default=[1, 3], metavar="N,...", help="sampler steps to try (default: 1,3)")
+    _common(s, 300, 4)
+    args = p.parse_args(argv)
+    args.data = args.data or []
+    return args
+
+
+def settings_from(args: argparse.Namespace):
+    from eval.drift import DriftSettings
+
+    checks = [(args.horizon >= 1, "--horizon must be at least 1"), (args.episodes >= 1, "--episodes must be at least 1"),
+              (args.chunks >= 1, "--chunks must be at least 1"), (args.windows >= 1, "--windows must be at least 1"),
+              (args.bank >= 1, "--bank must be at least 1"), (args.idm_steps >= 1, "--idm-steps must be at least 1"),
+              (args.idm_pairs >= 1, "--idm-pairs must be at least 1"), (args.batch >= 1, "--batch must be at least 1")]
+    for ok, msg in checks:
+        if not ok:
+            raise EvalError(msg)
+    return DriftSettings(args.horizon, args.episodes, args.psnr_thresholds, args.ssim_thresholds, args.chunks,
+                         args.windows, args.bank, args.idm_steps, args.idm_pairs, args.batch, args.seed,
+                         not args.quiet)
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise EvalError("--device cuda, but torch sees no CUDA GPU; use --device cpu or install a CUDA build of torch")
+    return torch.device("cuda" if name == "auto" and torch.cuda.is_available() else ("cpu" if name == "auto" else name))
+
+
+def load_checkpoint(path: str, device: torch.device):
+    """(model on `device` with its speed switches, config, metadata); CheckpointError names the file."""
+    from model.checkpoint import load_model
+    from model.device import configure
+
+    model, cfg, meta = load_model(path, "cpu")
+    return configure(model, device), cfg, meta
+
+
+def check_data(stores: list[str], model, cfg, checkpoint: str) -> None:
+    """Every store has the model's control spec and the frame size it was trained at."""
+    trained = None
+    for p in cfg.data.stores:
+        try:
+            trained = open_store(p)
+            break
+        except StoreError:
+            continue
+    for p in stores:
+        s = open_store(p)
+        try:
+            s.spec.check_same(model.spec, f"the data {p}", f"the model {checkpoint}")
+        except SpecError as e:
+            raise EvalError(str(e)) from None
+        if trained is not None and trained.frame_shape != s.frame_shape:
+            raise EvalError(f"{p}: frames are {s.width}x{s.height} but the model {checkpoint} was trained on "
+                            f"{trained.width}x{trained.height} ({trained.path}); build the store at that size "
+                            f"(`python -m dataset build ... --size {trained.width}x{trained.height}`)")
+
+
+def missing_training_stores(stores: list[str], args: argparse.Namespace) -> None:
+    """Without --data, the checkpoint's training stores must still be where training read them."""
+    gone = [p for p in stores if not Path(p).exists()]
+    if gone and not args.data:
+        raise EvalError(f"{gone[0]}: the checkpoint's training store is not there (moved, or trained on another "
+                        "machine); pass the recordings with --data STORE...")
+
+
+def check_sessions(paths: list[str], frame_shape: tuple) -> None:
+    for p in paths:
+        s = open_store(p)
+        if s.frame_shape != frame_shape:
+            raise EvalError(f"{p}: session frames are {s.width}x{s.height} but the data's are "
+                            f"{frame_shape[1]}x{frame_shape[0]}; measure a session against data of its size (--data)")
+
+
+def sampler_from(args, cfg):
+    from model.config import SamplerConfig
+
+    s = SamplerConfig(**vars(cfg.sampler))
+    if args.steps is not None:
+        if not 1 <= args.steps <= 10:
+            raise EvalError(f"--steps {args.steps}: sampler steps must be between 1 and 10")
+        s.steps = args.steps
+    if args.context_noise is not None:
+        if args.context_noise < 0:
+            raise EvalError(f"--context-noise {args.context_noise}: must be 0 or more")
+        s.context_noise = args.context_noise
+    return s
+
+
+@dataclass
+class DriftInputs:
+    """Everything `eval drift` reads, checked before any work starts."""
+
+    data: EvalData
+    model: Denoiser | None = None
+    cfg: Config | None = None
+    meta: dict | None = None
+    sampler: SamplerConfig | None = None
+    cases: list = field(default_factory=list)
+    """Rollout starts (only when the model runs: no --session)."""
+    seqs: list = field(default_factory=list)
+    """Session episodes."""
+
+
+def drift_inputs(args: argparse.Namespace, settings, device: torch.device) -> DriftInputs:
+    from eval.data import load_sessions, open_eval_data, rollout_cases
+
+    if not args.checkpoint and not args.session:
+        raise EvalError("nothing to evaluate: pass --checkpoint runs/<name> (and optionally --data), or --session STORE...")
+    if args.session and not args.checkpoint and not args.data:
+        raise EvalError("--session needs reference data: pass --data STORE... (real recordings of the game), "
+                        "or --checkpoint to use its training stores")
+    if args.videos < 0:
+        raise EvalError("--videos must be 0 or more")
+    model, cfg, meta = load_checkpoint(args.checkpoint, device) if args.checkpoint else (None, None, None)
+    stores = args.data or (cfg.data.stores if cfg else [])
+    if not stores:
+        raise EvalError(f"{args.checkpoint}: the checkpoint names no training stores; pass --data STORE...")
+    missing_training_stores(stores, args)
+    if model is not None:
+        check_data(stores, model, cfg, args.checkpoint)
+    run_model = model is not None and not args.session
+    context = cfg.data.context if cfg else 1
+    data = open_eval_data(stores, context, cfg.data.val_fraction if cfg else 0.1,
+                          model.spec if model is not None else None, heldout=run_model)
+    inputs = DriftInputs(data, model, cfg, meta)
+    if run_model:
+        inputs.sampler = sampler_from(args, cfg)
+        inputs.cases = rollout_cases(data, context, settings.horizon, settings.episodes)
+    if args.session:
+        check_sessions(args.session, data.frame_shape)
+        inputs.seqs = load_sessions(args.session, settings.horizon)
+    return inputs
+
+
+def sampler_summary(sampler: SamplerConfig | None, cfg: Config | None, notes: list[str]) -> dict | None:
+    """The sampler settings used, with the context noise level the model really applies."""
+    if sampler is None:
+        return None
+    used = min(max(sampler.context_noise, 0.0), cfg.diffusion.context_noise_max)
+    if used != sampler.context_noise:
+        notes.append(f"context noise {sampler.context_noise} is above the model's diffusion.context_noise_max "
+                     f"({cfg.diffusion.context_noise_max}); it generated with {used}")
+    return {**vars(sampler), "context_noise_used": used}
+
+
+def cmd_drift(args: argparse.Namespace) -> int:
+    from eval.drift import build_reference, evaluate_model, sessions
+    from eval.report import command_line, drift_metrics, finish_out, prepare_out, provenance, write_drift_report
+
+    settings = settings_from(args)
+    device = pick_device(args.device)
+    x = drift_inputs(args, settings, device)
+    out = Path(args.out)
+    tmp = prepare_out(out, args.overwrite)
+    try:
+        ref = build_reference(x.data, settings, device)
+        ev = evaluate_model(x.model, x.sampler, ref, x.data, x.cases, settings, device) if x.cases else None
+        sess = sessions(x.seqs, ref, settings) if x.seqs else []
+        ck = {"path": args.checkpoint, "step": int(x.meta.get("step", -1))} if x.meta else None
+        prov = provenance(command_line(), ck, x.data.stores, list(args.session), str(device), settings)
+        m = drift_metrics(prov, ref, ev, sess, settings, sampler_summary(x.sampler, x.cfg, ref.notes))
+        write_drift_report(tmp, m, ev, sess, ref, settings, args.videos)
+        finish_out(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    print_drift(m, out)
+    return 0
+
+
+def print_drift(m: dict, out: Path) -> None:
+    f = lambda x, d=2: "-" if x is None else f"{x:.{d}f}"
+    for n in m["notes"]:
+        print(f"note: {n}", file=sys.stderr)
+    if "one_step" in m:
+        o = m["one_step"]
+        print(f"one step ({o['windows']} held-out windows): PSNR {f(o['model']['psnr_pooled'])} dB pooled "
+              f"(repeat last {f(o['repeat_last']['psnr_pooled'])}, mean frame {f(o['mean_frame']['psnr_pooled'])}), "
+              f"SSIM {f(o['model']['ssim']['mean'], 3)}")
+        r = m["rollouts"]
+        print(f"rollouts ({len(r['episodes'])} episodes, {r['horizon']} steps): PSNR {f(r['psnr']['pooled'])} dB pooled "
+              f"(frozen frame {f(r['frozen_frame']['psnr']['pooled'])}), SSIM {f(r['ssim']['overall']['mean'], 3)}; "
+              f"drift score, last chunk {f(r['health']['drift_score']['per_chunk_mean'][-1])}")
+        a = r.get("action_following")
+        if a:
+            print(f"action following: {f(a['accuracy'], 3)} (real held-out ceiling {f(a['ceiling'], 3)}, "
+                  f"chance {f(a['chance'], 3)})")
+    if "sessions" in m:
+        s = m["sessions"]
+        print(f"sessions ({len(s['sequences'])} sequences): drift score, last chunk "
+              f"{f(s['health']['drift_score']['per_chunk_mean'][-1])}")
+    print(f"report: {out / 'index.html'}")
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from eval.data import open_eval_data, rollout_cases
+    from eval.drift import build_reference
+    from eval.report import command_line, finish_out, prepare_out, provenance, write_sweep_report
+    from eval.sweep import SweepModel, best, format_table, run_sweep
+
+    settings = settings_from(args)
+    if not args.context_noise or not args.steps:
+        raise EvalError("--context-noise and --steps each need at least one value")
+    if any(not 1 <= n <= 10 for n in args.steps):
+        raise EvalError(f"--steps {args.steps}: sampler steps must be between 1 and 10")
+    if any(x < 0 for x in args.context_noise):
+        raise EvalError(f"--context-noise {args.context_noise}: levels must be 0 or more")
+    device = pick_device(args.device)
+    loaded = [(p, *load_checkpoint(p, device)) for p in args.checkpoint]
+    stores = args.data or loaded[0][2].data.stores
+    if not stores:
+        raise EvalError(f"{args.checkpoint[0]}: the checkpoint names no training stores; pass --data STORE...")
+    missing_training_stores(stores, args)
+    models = []
+    for path, model, cfg, meta in loaded:
+        check_data(stores, model, cfg, path)
+        data = open_eval_data(stores, cfg.data.context, loaded[0][2].data.val_fraction, model.spec)
+        models.append(SweepModel(path, int(meta.get("step", -1)), model, cfg, data,
+                                 rollout_cases(data, cfg.data.context, settings.horizon, settings.episodes)))
+    out = Path(args.out)
+    tmp = prepare_out(out, args.overwrite)
+    try:
+        ref = build_reference(models[0].data, settings, device)
+        if len({m.cfg.data.context for m in models}) > 1:
+            ref.notes.append("the checkpoints have different contexts: each rolls out from its own first L frames")
+        say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
+        rows, curves = run_sweep(models, args.context_noise, args.steps, ref, settings, device, say)
+        prov = provenance(command_line(), [{"path": m.name, "step": m.step} for m in models], models[0].data.stores,
+                          [], str(device), settings)
+        m = {**prov, "checkpoint": None, "checkpoints": prov["checkpoint"], "notes": ref.notes,
+             "reference": ref.summary(), "rows": rows, "curves": curves, "best": best(rows)}
+        write_sweep_report(tmp, m)
+        finish_out(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for n in m["notes"]:
+        print(f"note: {n}", file=sys.stderr)
+    print(format_table(rows))
+    print(f"report: {out / 'index.html'}")
+    return 0
+
+
+def main(argv=None) -> int:
+    from model.checkpoint import CheckpointError
+
+    args = parse_args(argv)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    try:
+        return cmd_drift(args) if args.command == "drift" else cmd_sweep(args)
+    except (EvalError, StoreError, CheckpointError, SpecError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: no report written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

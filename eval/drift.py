@@ -1,0 +1,265 @@
+"""The drift evaluation of one model on one data set: teacher-forced one-step quality,
+open-loop rollouts from real context with the recorded actions (quality against the recording,
+health, action following), and the reference-free section for saved sessions.
+
+Steps are counted from 1: step t is the t-th generated frame after the real context.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from eval.data import (EvalData, RolloutCase, SessionSequence, sample_frames, sample_transitions,
+                       sample_windows)
+from eval.health import FrameHealth, HealthReference, chunk_size, drift_score, frame_health
+from eval.idm import ActionLabels, IdmResult, correct, train_idm
+from eval.metrics import mse, psnr, psnr_from_mse, ssim
+from eval.rollout import FramePredictor, MeanFrame, RepeatLast, one_step, open_loop
+from eval.summary import num, pad, stats
+from model.config import SamplerConfig
+from model.env import WorldModelEnv
+
+
+@dataclass
+class DriftSettings:
+    """What `python -m eval drift` measures and how much of it; each field is an option."""
+
+    horizon: int = 1000
+    """Steps generated per rollout (and frames measured per session episode)."""
+    episodes: int = 8
+    """Held-out episodes rolled out (the longest ones)."""
+    psnr_thresholds: list[float] = field(default_factory=lambda: [30.0, 25.0, 20.0])
+    """dB: report the first step at which PSNR falls below each."""
+    ssim_thresholds: list[float] = field(default_factory=lambda: [0.9, 0.8, 0.7])
+    chunks: int = 10
+    """The horizon is cut into this many chunks for the drift score."""
+    windows: int = 512
+    """Held-out windows for the teacher-forced one-step figures."""
+    bank: int = 2000
+    """Training frames in the nearest-frame bank (and behind the data's colour histogram)."""
+    idm_steps: int = 600
+    """Optimizer steps of the action classifier (batch 64)."""
+    idm_pairs: int = 20000
+    """Most real transitions the action classifier is trained (and checked) on."""
+    batch: int = 16
+    """Episodes rolled out together."""
+    seed: int = 0
+    progress: bool = True
+
+    @property
+    def chunk(self) -> int:
+        """Frames per drift chunk."""
+        return chunk_size(self.horizon, self.chunks)
+
+
+def _chw(frames: np.ndarray) -> torch.Tensor:
+    """uint8 [N, H, W, 3] -> uint8 [N, 3, H, W]."""
+    return torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)
+
+
+# -- what every evaluation of one data set shares ----------------------------------------------------
+
+@dataclass
+class Reference:
+    """The data, the health reference, the action classifier and the mean training frame."""
+
+    data: EvalData
+    health: HealthReference
+    idm: IdmResult | None
+    mean_frame: np.ndarray
+    """uint8 [H, W, 3], the mean of the bank (the "mean frame" baseline)."""
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        return {"split": self.data.split, "health_reference": self.health.summary(),
+                "action_classifier": self.idm.summary() if self.idm else None}
+
+
+def build_reference(data: EvalData, settings: DriftSettings, device: torch.device | str) -> Reference:
+    """Sample the bank and real held-out frames, and train the action classifier."""
+    bank = sample_frames(data.train, settings.bank)
+    health = HealthReference.build(bank, sample_frames(data.heldout, min(settings.bank, 1000)))
+    notes = list(data.notes)
+    idm = None
+    if ActionLabels(data.spec).n_out == 0:
+        notes.append("the control spec has no binary control: action following is not scored")
+    else:
+        idm = train_idm(sample_transitions(data.train, settings.idm_pairs),
+                        sample_transitions(data.heldout_pairs, settings.idm_pairs), data.spec,
+                        steps=settings.idm_steps, device=device, seed=settings.seed, progress=settings.progress)
+    return Reference(data, health, idm, bank.mean(0).round().astype(np.uint8), notes)
+
+
+# -- teacher-forced one-step quality ---------------------------------------------------------------------
+
+@dataclass
+class OneStep:
+    """Per-window PSNR (dB) and SSIM of each predictor's one-step prediction, and a few samples."""
+
+    scores: dict[str, dict[str, np.ndarray]]
+    samples: list[np.ndarray]
+    """Three rows uint8 [n, H, W, 3]: the last real context frame, the model's prediction, the real next frame."""
+
+    def summary(self) -> dict:
+        """Per predictor: PSNR and SSIM statistics over windows, and the pooled PSNR (of the mean
+        squared error over all windows, which a few identical frames cannot inflate)."""
+        return {name: {"psnr": stats(s["psnr"]), "ssim": stats(s["ssim"]),
+                       "psnr_pooled": num(psnr_from_mse(torch.tensor(s["mse"].mean())))}
+                for name, s in self.scores.items()}
+
+
+def teacher_forced(predictors: dict[str, FramePredictor], data: EvalData, sampler: SamplerConfig,
+                   settings: DriftSettings, device: torch.device | str) -> OneStep:
+    """Predict the last frame of `settings.windows` held-out windows from their real past, with
+    each predictor (the first is the model: its predictions become the samples)."""
+    gens = {k: torch.Generator(device).manual_seed(settings.seed) for k in predictors}
+    scores = {k: {"psnr": [], "ssim": [], "mse": []} for k in predictors}
+    samples = []
+    L = next(iter(predictors.values())).context
+    for batch in tqdm(list(sample_windows(data.heldout, settings.windows, 64)), desc="one-step",
+                      disable=not settings.progress, leave=False):
+        real = batch.frames[:, -1]  # uint8 [B, 3, H, W]
+        on_dev = batch.to(device)
+        for name, p in predictors.items():
+            out = _chw(one_step(p, on_dev, sampler, gens[name]).numpy())
+            scores[name]["mse"].append(mse(out, real).numpy())
+            scores[name]["psnr"].append(psnr(out, real).numpy())
+            scores[name]["ssim"].append(ssim(out, real).numpy())
+            if not samples:
+                hwc = lambda x: x[:8].permute(0, 2, 3, 1).numpy()
+                samples = [hwc(batch.frames[:, L - 1]), hwc(out), hwc(real)]
+    return OneStep({k: {m: np.concatenate(v).astype(np.float64) for m, v in s.items()} for k, s in scores.items()},
+                   samples)
+
+
+# -- open-loop rollouts ------------------------------------------------------------------------------------
+
+def generate(predictor: FramePredictor, cases: list[RolloutCase], sampler: SamplerConfig,
+             settings: DriftSettings, device: torch.device | str, desc: str | None = "rollout") -> list[np.ndarray]:
+    """Roll every case out through WorldModelEnv, `settings.batch` episodes at a time: one
+    uint8 [T, H, W, 3] array per case, T = the length of its actions."""
+    out = []
+    for g, a in enumerate(range(0, len(cases), settings.batch)):
+        group = cases[a:a + settings.batch]
+        env = WorldModelEnv(predictor, sampler, device, seed=settings.seed + g)
+        out.extend(open_loop(env, np.stack([c.context for c in group]), np.stack([c.context_actions for c in group]),
+                             np.stack([c.actions for c in group]), progress=settings.progress and desc is not None,
+                             desc=desc or ""))
+    return out
+
+
+def quality(generated: list[np.ndarray], cases: list[RolloutCase]) -> tuple[np.ndarray, np.ndarray]:
+    """PSNR (dB, capped) and SSIM of each generated frame against the recording: [B, T] each,
+    NaN past the end of the recorded episode."""
+    T = len(generated[0])
+    p, s = np.full((len(cases), T), np.nan), np.full((len(cases), T), np.nan)
+    for i, (g, c) in enumerate(zip(generated, cases)):
+        for a in range(0, c.reference_steps, 256):
+            b = min(a + 256, c.reference_steps)
+            x, y = _chw(g[a:b]), _chw(c.real[a:b])
+            p[i, a:b], s[i, a:b] = psnr(x, y).numpy(), ssim(x, y).numpy()
+    return p, s
+
+
+def action_curve(idm: IdmResult, first: np.ndarray, frames: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    """Whether the classifier sees actions[t] in the transition into frames[t] ([T], from the
+    frame `first` before frames[0])."""
+    before = np.concatenate([first[None], frames[:-1]])
+    return correct(idm.model, idm.labels, before, frames, actions[:len(frames)])
+
+
+@dataclass
+class Rollouts:
+    """Open-loop rollouts and everything measured on them; arrays are [B, T] (B episodes,
+    T steps), NaN where a figure does not exist (past the recording, no classifier)."""
+
+    cases: list[RolloutCase]
+    generated: list[np.ndarray]
+    psnr: np.ndarray
+    ssim: np.ndarray
+    static_psnr: np.ndarray
+    """The frozen-frame baseline: the last context frame repeated."""
+    static_ssim: np.ndarray
+    health: list[FrameHealth]
+    real_health: list[FrameHealth]
+    drift: list[dict]
+    real_drift: list[dict]
+    action: np.ndarray
+    real_action: np.ndarray
+    frames_per_second: float
+    """Generated frames per second of wall time, all episodes of a batch together."""
+
+
+def rollouts(model: FramePredictor, cases: list[RolloutCase], sampler: SamplerConfig, ref: Reference,
+             settings: DriftSettings, device: torch.device | str) -> Rollouts:
+    """Roll out the model (and the frozen-frame baseline) and measure everything."""
+    t0 = time.perf_counter()
+    gen = generate(model, cases, sampler, settings, device)
+    fps = sum(map(len, gen)) / max(time.perf_counter() - t0, 1e-9)
+    static = generate(RepeatLast(model.spec, model.context), cases, sampler, settings, device, None)
+    T = len(gen[0])
+    health = [frame_health(g, ref.health) for g in gen]
+    real_health = [frame_health(c.real, ref.health) for c in cases]
+    action = np.full((len(cases), T), np.nan)
+    real_action = np.full((len(cases), T), np.nan)
+    if ref.idm is not None:
+        for i, (g, c) in enumerate(zip(gen, cases)):
+            action[i] = action_curve(ref.idm, c.context[-1], g, c.actions)
+            real_action[i] = pad(action_curve(ref.idm, c.context[-1], c.real, c.actions), T)
+    return Rollouts(cases, gen, *quality(gen, cases), *quality(static, cases), health, real_health,
+                    [drift_score(h, settings.chunk, ref.health) for h in health],
+                    [drift_score(h, settings.chunk, ref.health) for h in real_health], action, real_action, fps)
+
+
+# -- sessions: the reference-free section only --------------------------------------------------------------
+
+@dataclass
+class SessionResult:
+    """The reference-free figures of one session episode."""
+
+    seq: SessionSequence
+    health: FrameHealth
+    drift: dict
+    action: np.ndarray | None
+    """[T-1]: whether the classifier sees action t in the transition from frame t to t+1."""
+    note: str | None = None
+
+
+def sessions(seqs: list[SessionSequence], ref: Reference, settings: DriftSettings) -> list[SessionResult]:
+    """Health, drift score and (when the session's control spec is the data's) action following."""
+    out = []
+    for s in tqdm(seqs, desc="sessions", disable=not settings.progress, leave=False):
+        h = frame_health(s.frames, ref.health)
+        action, note = None, None
+        diff = s.spec.differences(ref.data.spec)
+        if diff:
+            note = f"{s.path}: control spec differs from the data's ({'; '.join(diff)}): action following skipped"
+        elif ref.idm is not None and len(s.frames) > 1:
+            action = correct(ref.idm.model, ref.idm.labels, s.frames[:-1], s.frames[1:], s.actions[:-1])
+        out.append(SessionResult(s, h, drift_score(h, settings.chunk, ref.health), action, note))
+    return out
+
+
+# -- one model ----------------------------------------------------------------------------------------------
+
+@dataclass
+class ModelEval:
+    """Everything measured on one model with one sampler setting."""
+
+    one_step: OneStep
+    rollouts: Rollouts
+
+
+def evaluate_model(model: FramePredictor, sampler: SamplerConfig, ref: Reference, data: EvalData,
+                   cases: list[RolloutCase], settings: DriftSettings, device: torch.device | str) -> ModelEval:
+    """Teacher-forced figures on `data`'s held-out windows (model, repeat-last, mean frame) and
+    the rollouts of `cases`, for one model (`data` built with the model's context)."""
+    predictors = {"model": model, "repeat_last": RepeatLast(model.spec, model.context),
+                  "mean_frame": MeanFrame(model.spec, model.context, ref.mean_frame)}
+    return ModelEval(teacher_forced(predictors, data, sampler, settings, device),
+                     rollouts(model, cases, sampler, ref, settings, device))

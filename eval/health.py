@@ -1,0 +1,164 @@
+"""Reference-free health of frames: numbers that need no ground truth, so they also run on a
+free-running session. Each is compared with the same number on real frames of the data.
+
+- sharpness: variance of the Laplacian of the luma, in [0, 1] units squared (0 for a flat
+  frame; a blurred frame scores lower, noise scores higher).
+- colour distance: total variation distance between a frame's colour histogram and the data's,
+  mean over R, G, B (0 = the same distribution of levels, 1 = no level in common).
+- nearest: RMSE in [0, 1] units to the nearest frame of a bank of training frames (0 = a copy
+  of a training frame; real unseen frames sit at some typical distance).
+- drift score: each chunk of a sequence against its first chunk (see `drift_score`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+LUMA = (0.299, 0.587, 0.114)  # ITU-R BT.601
+BINS = 16  # colour histogram bins per channel (256 levels / 16)
+LAPLACIAN = torch.tensor([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]])
+SHARPNESS_FLOOR = 0.05  # share of the real frames' sharpness below which a chunk counts as flat
+
+
+def _float(frames) -> torch.Tensor:
+    """uint8 [N, H, W, 3] (numpy or torch) -> float32 [N, 3, H, W] in [0, 1]."""
+    t = torch.as_tensor(np.asarray(frames)) if not torch.is_tensor(frames) else frames
+    if t.dtype != torch.uint8 or t.ndim != 4 or t.shape[-1] != 3:
+        raise ValueError(f"frames must be uint8 [N, H, W, 3], got {t.dtype} {list(t.shape)}")
+    return t.permute(0, 3, 1, 2).float() / 255.0
+
+
+def sharpness(frames) -> np.ndarray:
+    """Variance of the Laplacian of the luma per frame, [N], in [0, 1] units squared, over the
+    pixels whose 3x3 neighbourhood lies inside the frame. A 0/255 checkerboard scores 16."""
+    x = _float(frames)
+    luma = (x * torch.tensor(LUMA)[None, :, None, None]).sum(1, keepdim=True)  # [N, 1, H, W]
+    lap = F.conv2d(luma, LAPLACIAN[None, None])  # [N, 1, H-2, W-2]
+    return lap.flatten(1).var(1, unbiased=False).numpy().astype(np.float64)
+
+
+def frame_histograms(frames, bins: int = BINS) -> np.ndarray:
+    """Colour histogram of each frame, float64 [N, 3, bins], each channel summing to 1."""
+    f = np.asarray(frames)
+    n, h, w, _ = f.shape
+    level = f.astype(np.int64) * bins // 256  # [N, H, W, 3] bin of each value
+    key = (np.arange(n)[:, None, None, None] * 3 + np.arange(3)) * bins + level
+    counts = np.bincount(key.ravel(), minlength=n * 3 * bins).reshape(n, 3, bins)
+    return counts / float(h * w)
+
+
+def histogram_distance(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Total variation distance of histograms [..., 3, bins], mean over channels: [...] in [0, 1]."""
+    return 0.5 * np.abs(p - q).sum(-1).mean(-1)
+
+
+def nearest(frames, bank, batch: int = 512) -> tuple[np.ndarray, np.ndarray]:
+    """RMSE (in [0, 1] units) of each frame to its nearest bank frame, and that frame's index:
+    ([N] float64, [N] int64). The search uses |x|^2 + |b|^2 - 2 x.b; the returned distance is
+    recomputed exactly for the chosen frame."""
+    b = _float(bank).flatten(1)  # [M, D]
+    b2 = (b * b).sum(1)
+    dist, index = [], []
+    for x in torch.split(_float(frames).flatten(1), batch):
+        d2 = (x * x).sum(1, keepdim=True) + b2[None] - 2 * x @ b.T  # [n, M]
+        i = d2.argmin(1)
+        dist.append(((x - b[i]) ** 2).mean(1).sqrt())
+        index.append(i)
+    return torch.cat(dist).double().numpy(), torch.cat(index).numpy()
+
+
+@dataclass
+class HealthReference:
+    """What health is compared with: a bank of training frames, the data's colour histogram,
+    and the mean of each health number on real held-out frames."""
+
+    bank: np.ndarray
+    """uint8 [M, H, W, 3], frames sampled evenly from the training episodes."""
+    histogram: np.ndarray
+    """[3, BINS], the colour histogram of the bank."""
+    sharpness: float
+    """Mean sharpness of real held-out frames."""
+    colour_distance: float
+    """Mean colour distance of real held-out frames to `histogram`."""
+    nearest: float
+    """Mean nearest-bank RMSE of real held-out frames (0 when they are in the bank)."""
+    spread: float
+    """Mean RMSE between two different bank frames: how far apart real frames are."""
+
+    @classmethod
+    def build(cls, bank: np.ndarray, real: np.ndarray, seed: int = 0) -> HealthReference:
+        """From the bank and a sample of real held-out frames (both uint8 [N, H, W, 3])."""
+        hist = frame_histograms(bank).mean(0)
+        order = np.random.default_rng(seed).permutation(len(bank))
+        pairs = _float(bank[order]) - _float(bank[np.roll(order, len(bank) // 2)])  # never a frame with itself
+        return cls(bank, hist, float(sharpness(real).mean()),
+                   float(histogram_distance(frame_histograms(real), hist).mean()),
+                   float(nearest(real, bank)[0].mean()), float(pairs.pow(2).flatten(1).mean(1).sqrt().mean()))
+
+    def summary(self) -> dict:
+        return {"bank_frames": int(len(self.bank)), "sharpness": self.sharpness,
+                "colour_distance": self.colour_distance, "nearest": self.nearest, "spread": self.spread}
+
+
+@dataclass
+class FrameHealth:
+    """Health of each frame of one sequence, all [T]."""
+
+    sharpness: np.ndarray
+    colour_distance: np.ndarray
+    nearest: np.ndarray
+    histograms: np.ndarray
+    """[T, 3, BINS], kept for the chunked drift score."""
+
+    def __len__(self) -> int:
+        return len(self.sharpness)
+
+    def curves(self) -> dict[str, np.ndarray]:
+        return {"sharpness": self.sharpness, "colour_distance": self.colour_distance, "nearest": self.nearest}
+
+
+def frame_health(frames: np.ndarray, ref: HealthReference) -> FrameHealth:
+    """Health of each frame of `frames` (uint8 [T, H, W, 3]) against `ref`."""
+    hists = frame_histograms(frames)
+    return FrameHealth(sharpness(frames), histogram_distance(hists, ref.histogram[None]),
+                       nearest(frames, ref.bank)[0], hists)
+
+
+def chunk_size(horizon: int, chunks: int) -> int:
+    """Frames per chunk when `horizon` frames are cut into `chunks` chunks: ceil(horizon / chunks)."""
+    return max(1, -(-horizon // max(1, chunks)))
+
+
+def chunk_bounds(length: int, size: int) -> list[tuple[int, int]]:
+    """[start, stop) of consecutive chunks of `size` frames (the last one may be shorter)."""
+    return [(a, min(a + size, length)) for a in range(0, length, size)]
+
+
+def drift_score(h: FrameHealth, size: int, ref: HealthReference) -> dict[str, list]:
+    """Each chunk of `size` frames against the first chunk, on health alone. Per chunk:
+
+    - sharpness_change: log2 of its mean sharpness over the first chunk's (-1 = half as sharp;
+      sharpness below SHARPNESS_FLOOR of the real frames' counts as that floor),
+    - colour_shift: total variation distance of its pooled colour histogram to the first's,
+    - nearest_change: how much farther its frames are from the training frames than the first
+      chunk's, in units of the spread of the real frames (1 = moved away from the data by as
+      much as two real frames differ),
+    - score: |sharpness_change| + colour_shift + |nearest_change|; 0 when the chunk looks like
+      the first, and each term reaches 1 at a clear change (half or twice the sharpness, colours
+      moved to other levels entirely, a frame's worth of distance from the data).
+    """
+    bounds = chunk_bounds(len(h), size)
+    floor = max(SHARPNESS_FLOOR * ref.sharpness, 1e-12)
+    s = [max(float(h.sharpness[a:b].mean()), floor) for a, b in bounds]
+    d = [float(h.nearest[a:b].mean()) for a, b in bounds]
+    hist = [h.histograms[a:b].mean(0) for a, b in bounds]
+    sc = [float(np.log2(x / s[0])) for x in s]
+    cs = [float(histogram_distance(x, hist[0])) for x in hist]
+    nc = [(x - d[0]) / max(ref.spread, 1.0 / 255) for x in d]
+    return {"start": [a for a, _ in bounds], "stop": [b for _, b in bounds], "sharpness_change": sc,
+            "colour_shift": cs, "nearest_change": nc,
+            "score": [abs(a) + b + abs(c) for a, b, c in zip(sc, cs, nc)]}

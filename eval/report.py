@@ -1,0 +1,362 @@
+"""The report folder of `python -m eval drift`: metrics.json (every figure, with the command,
+versions, checkpoint step and data paths), PNG plots, one MP4 per episode (recorded | generated,
+the metric drawn under it) and index.html, which shows it all on one page.
+
+A report is written to a temporary folder beside the target and renamed into place at the end,
+so an interrupted evaluation never leaves a folder that looks complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from dataset.store import software_version
+from eval import EvalError
+from eval import html as H
+from eval.drift import DriftSettings, ModelEval, Reference, SessionResult
+from eval.summary import chunk_means, drift_means, rollout_summary, session_summary
+from eval.plots import GEN, REAL, plot_health, plot_quality, plot_sweep
+from eval.strip import write_comparison
+from eval.video import grid, upscale, write_image
+
+REPORT_MARK = "metrics.json"
+
+
+# -- the folder -----------------------------------------------------------------------------------------
+
+def prepare_out(out: Path, overwrite: bool) -> Path:
+    """Check the target and return a fresh temporary folder beside it."""
+    if out.exists():
+        if not out.is_dir():
+            raise EvalError(f"{out}: exists and is a file; choose another --out")
+        if any(out.iterdir()):
+            if not overwrite:
+                raise EvalError(f"{out}: already exists; choose another --out or pass --overwrite")
+            if not (out / REPORT_MARK).is_file():
+                raise EvalError(f"{out}: exists and is not an eval report (no {REPORT_MARK}); refusing to replace it")
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def finish_out(tmp: Path, out: Path) -> Path:
+    """Move the finished report into place (replacing an old report)."""
+    if out.exists():
+        shutil.rmtree(out)
+    os.rename(tmp, out)
+    return out
+
+
+def write_json(path: Path, obj: dict) -> None:
+    path.write_text(json.dumps(obj, indent=1, allow_nan=False) + "\n")
+
+
+def versions() -> dict:
+    import torch
+
+    return {"dreamcade": software_version(), "torch": torch.__version__, "numpy": np.__version__,
+            "python": platform.python_version(), "platform": platform.platform()}
+
+
+def provenance(command: list[str], checkpoint: dict | None, data: list[str], sessions: list[str],
+               device: str, settings: DriftSettings) -> dict:
+    s = {k: v for k, v in vars(settings).items() if k != "progress"}
+    return {"command": " ".join(command), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": versions(),
+            "device": device, "checkpoint": checkpoint, "data": data, "session_stores": sessions,
+            "settings": {**s, "chunk_frames": settings.chunk}}
+
+
+def command_line(argv: list[str] | None = None) -> list[str]:
+    """How this evaluation was started, as a person would type it."""
+    return ["python", "-m", "eval", *(sys.argv[1:] if argv is None else argv)]
+
+
+# -- metrics.json ---------------------------------------------------------------------------------------
+
+def drift_metrics(prov: dict, ref: Reference, ev: ModelEval | None, sess: list[SessionResult],
+                  settings: DriftSettings, sampler: dict | None) -> dict:
+    m = {**prov, "notes": list(ref.notes), "reference": ref.summary(), "sampler": sampler}
+    if ev is not None:
+        m["one_step"] = {"windows": int(len(ev.one_step.scores["model"]["psnr"])), **ev.one_step.summary()}
+        m["rollouts"] = rollout_summary(ev.rollouts, settings, ref)
+    if sess:
+        m["sessions"] = session_summary(sess, settings, ref)
+        m["notes"] += [r.note for r in sess if r.note]
+    return m
+
+
+# -- plots and videos -------------------------------------------------------------------------------------
+
+def _levels(ref: Reference) -> list:
+    if ref.idm is None:
+        return []
+    return [(ref.idm.ceiling, "ceiling: real held-out transitions", "--"), (ref.idm.chance, "chance", ":")]
+
+
+def rollout_files(out: Path, ev: ModelEval, ref: Reference, settings: DriftSettings, n_videos: int) -> dict:
+    r = ev.rollouts
+    files = {"quality_plot": "quality.png", "health_plot": "health.png", "one_step_samples": "one_step.png"}
+    plot_quality(out / "quality.png", r.psnr, r.ssim, r.static_psnr, r.static_ssim,
+                 settings.psnr_thresholds, settings.ssim_thresholds)
+    size = settings.chunk
+    starts = list(range(0, r.psnr.shape[1], size))
+    series = [{"label": "generated", "colour": GEN, "health": r.health, "starts": starts,
+               "drift": drift_means(r.drift, len(starts)), "action": chunk_means(r.action, size) if ref.idm else None,
+               "action_levels": _levels(ref)},
+              {"label": "recorded (same episodes)", "colour": REAL, "health": r.real_health, "starts": starts,
+               "drift": drift_means(r.real_drift, len(starts)), "ls": "--",
+               "action": chunk_means(r.real_action, size) if ref.idm else None}]
+    plot_health(out / "health.png", ref.health, series, "rollouts")
+    s = ev.one_step.samples
+    write_image(out / "one_step.png", grid([upscale(row, max(1, 64 // row.shape[1])) for row in s]))
+    files["videos"] = episode_videos(out, r, ref, settings, n_videos)
+    return files
+
+
+def episode_videos(out: Path, r, ref: Reference, settings: DriftSettings, n: int) -> list[dict]:
+    (out / "videos").mkdir(exist_ok=True)
+    files = []
+    todo = list(zip(r.cases, r.generated))[:n]
+    for i, (case, gen) in enumerate(tqdm(todo, desc="videos", disable=not settings.progress, leave=False)):
+        T, R = len(gen), case.reference_steps
+        sharp = r.health[i].sharpness / max(ref.health.sharpness, 1e-12)
+        texts = [f"step {t + 1}/{T}   PSNR {r.psnr[i, t]:.1f} dB   SSIM {r.ssim[i, t]:.3f}" if t < R else
+                 f"step {t + 1}/{T}   past the recording: no ground truth   sharpness x{sharp[t]:.2f}"
+                 for t in range(T)]
+        name = f"videos/episode_{i:02d}.mp4"
+        frames = write_comparison(out / name, gen, case.real, r.psnr[i], texts, ref.data.fps,
+                                  tuple(settings.psnr_thresholds))
+        files.append({"file": name, "frames": frames, "store": case.path, "start": case.start,
+                      "reference_steps": R})
+    return files
+
+
+def session_files(out: Path, sess: list[SessionResult], ref: Reference, settings: DriftSettings, n_videos: int) -> dict:
+    size = settings.chunk
+    T = max(len(r.seq.frames) for r in sess)
+    starts = list(range(0, T, size))
+    acts = [r.action for r in sess if r.action is not None and len(r.action)]
+    action = None
+    if acts:
+        arr = np.stack([np.concatenate([a, np.full(T - len(a), np.nan)]) for a in acts])
+        action = chunk_means(arr, size)
+    series = [{"label": "session", "colour": "tab:purple", "health": [r.health for r in sess], "starts": starts,
+               "drift": drift_means([r.drift for r in sess], len(starts)), "action": action,
+               "action_levels": _levels(ref)}]
+    plot_health(out / "sessions_health.png", ref.health, series, "saved sessions")
+    (out / "videos").mkdir(exist_ok=True)
+    videos = []
+    for i, r in enumerate(sess[:n_videos]):
+        h, f = r.health, r.seq.frames
+        ratio = h.sharpness / max(ref.health.sharpness, 1e-12)
+        texts = [f"frame {t + 1}/{len(f)}   sharpness x{ratio[t]:.2f}   colour {h.colour_distance[t]:.3f}   "
+                 f"nearest {h.nearest[t]:.3f}" for t in range(len(f))]
+        name = f"videos/session_{i:02d}.mp4"
+        videos.append({"file": name, "frames": write_comparison(out / name, f, None, ratio, texts, ref.data.fps),
+                       "store": r.seq.path, "episode": r.seq.episode})
+    return {"health_plot": "sessions_health.png", "videos": videos}
+
+
+# -- index.html ---------------------------------------------------------------------------------------------
+
+def _ms(s: dict, d: int = 2) -> str:
+    return "–" if s["mean"] is None else f"{s['mean']:.{d}f} ± {s['std']:.{d}f}"
+
+
+def _header(m: dict) -> list[str]:
+    ck = m.get("checkpoint") or {}
+    s = m["settings"]
+    many = m.get("checkpoints") or []
+    rows = [["checkpoint", ck.get("path") or ", ".join(c["path"] for c in many) or "–"],
+            ["checkpoint step", ck.get("step") or ", ".join(str(c["step"]) for c in many) or "–"],
+            ["data", ", ".join(m["data"])], ["episodes used", m["reference"]["split"]],
+            ["sessions", ", ".join(m["session_stores"]) or "–"], ["device", m["device"]],
+            ["horizon (steps)", s["horizon"]], ["drift chunk (frames)", s["chunk_frames"]]]
+    if m.get("sampler"):
+        rows += [["sampler steps", m["sampler"]["steps"]],
+                 ["context noise (asked / used)", f"{m['sampler']['context_noise']} / {m['sampler']['context_noise_used']}"]]
+    v = m["versions"]
+    rows.append(["versions", f"dreamcade {v['dreamcade']}, torch {v['torch']}, python {v['python']}"])
+    out = [H.table(["", ""], rows), f"<pre>{H.esc(m['command'])}</pre>"]
+    out += [H.para(n, "note") for n in m["notes"]]
+    return out
+
+
+def _one_step(m: dict) -> str:
+    names = {"model": "model", "repeat_last": "repeat the last frame", "mean_frame": "mean training frame"}
+    rows = [[names[k], _ms(v["psnr"]), v["psnr_pooled"], _ms(v["ssim"], 3)] for k, v in m["one_step"].items()
+            if k in names]
+    return H.section("One step, teacher-forced", H.para(
+        f"Each of {m['one_step']['windows']} held-out windows: the next frame predicted from the real past "
+        "frames and actions. Pooled PSNR is that of the mean squared error over all windows (identical frames "
+        "cannot inflate it)."), H.table(["predictor", "PSNR dB (mean ± std)", "PSNR dB pooled", "SSIM"], rows),
+        H.image("one_step.png", "one-step samples"),
+        H.para("Rows: last real context frame, predicted next frame, real next frame."))
+
+
+def _crossing_rows(c: list[dict], n: int, unit: str) -> list[list]:
+    return [[f"{x['threshold']}{unit}", x["curve_step"], f"{x['episodes_below']} of {n}",
+             ", ".join("–" if e is None else str(e) for e in x["episodes"])] for x in c]
+
+
+def _rollouts(m: dict) -> str:
+    r = m["rollouts"]
+    n = len(r["episodes"])
+    fz = r["frozen_frame"]
+    overall = H.table(["", "PSNR dB (mean ± std)", "PSNR dB pooled", "SSIM (mean ± std)"],
+                      [["model", _ms(r["psnr"]["overall"]), r["psnr"]["pooled"], _ms(r["ssim"]["overall"], 3)],
+                       ["frozen last frame", _ms(fz["psnr"]["overall"]), fz["psnr"]["pooled"],
+                        _ms(fz["ssim"]["overall"], 3)]])
+    rows = _crossing_rows(r["psnr"]["crossings"], n, " dB") + _crossing_rows(r["ssim"]["crossings"], n, " SSIM")
+    below = r["psnr_below_frozen_frame_from_step"]
+    return H.section("Open-loop rollouts", H.para(
+        f"{n} held-out episodes, each started from its first real frames and driven by its recorded actions for "
+        f"{r['horizon']} steps. Ground truth lasts as long as the episode ({r['reference_steps']['min']} to "
+        f"{r['reference_steps']['max']} steps here): PSNR and SSIM stop there, the health figures below run on. "
+        "Past the recording the episode's actions are replayed from its start."), overall,
+        H.image("quality.png", "PSNR and SSIM against step"),
+        H.para("The model's pooled PSNR first falls below the frozen last frame's at step "
+               f"{'–' if below is None else below}."),
+        H.table(["falls below", "step (all episodes)", "episodes below", "step per episode"], rows),
+        H.para("Step (all episodes): where the curve over episodes first falls below the threshold (PSNR pooled: "
+               "that of the mean squared error over episodes; SSIM: the mean)."),
+        H.para(f"Generation: {H.fmt(r['generated_frames_per_second'], 1)} frames/s (all episodes of a batch together)."))
+
+
+def _chunk_table(health: dict, real: dict | None, action: dict | None, frames: int) -> str:
+    g = health
+    header = ["steps", "sharpness / real", "colour distance", "nearest RMSE", "drift score"]
+    if real:
+        header += ["drift score, recorded"]
+    if action:
+        header += ["action accuracy"] + (["…recorded"] if real else [])
+    rows = []
+    for k, ratio in enumerate(g["sharpness"]["per_chunk_ratio_to_real"]):
+        row = [f"{k * frames + 1}–{(k + 1) * frames}", ratio, g["colour_distance"]["per_chunk_mean"][k],
+               g["nearest"]["per_chunk_mean"][k], g["drift_score"]["per_chunk_mean"][k]]
+        if real:
+            d = real["drift_score"]["per_chunk_mean"]
+            row.append(d[k] if k < len(d) else None)
+        if action:
+            row.append(action["per_chunk"][k])
+            if real:
+                row.append(action["real_per_chunk"][k])
+        rows.append(row)
+    rows.append(["real held-out frames", 1.0, g["colour_distance"]["real_level"], g["nearest"]["real_level"], 0.0]
+                + [None] * (len(header) - 5))
+    return H.table(header, rows)
+
+
+HEALTH_HELP = ("Sharpness is the variance of the Laplacian of the luma, shown as a ratio to real held-out frames "
+               "(below 1: blurrier). Colour distance is the total variation distance between a frame's colour "
+               "histogram and the training data's (0 to 1). Nearest RMSE is the distance to the closest of the "
+               "bank of training frames ([0, 1] units). The drift score compares each chunk with the first: "
+               "|log2 sharpness ratio| + colour histogram shift + the rise in nearest distance over the spread of the "
+               "real frames (the mean distance between two training frames); 0 = unchanged, and each term reaches 1 "
+               "at a clear change. The recorded episodes' own score shows how much the game itself changes.")
+
+
+def _health(m: dict) -> str:
+    r = m["rollouts"]
+    frames = r["health"]["drift_score"]["chunk_frames"]
+    return H.section("Health against time (no ground truth needed)", H.para(HEALTH_HELP),
+                     H.image("health.png", "health against time"),
+                     _chunk_table(r["health"], r["real_health"], r.get("action_following"), frames))
+
+
+def _action(a: dict | None, ref: dict, recorded: bool) -> str:
+    if a is None:
+        return H.section("Action following", H.para("Not scored (no classifier: see the notes)."))
+    c = ref["action_classifier"]
+    rows = [["real held-out transitions (ceiling)", c["ceiling"]], ["chance (most common action)", c["chance"]],
+            ["generated, whole horizon", a["accuracy"]]]
+    if recorded:
+        rows += [["generated, recorded steps only", a["on_recorded_steps"]],
+                 ["recorded, same steps", a["real_on_recorded_steps"]]]
+    return H.section("Action following", H.para(
+        f"An inverse-dynamics classifier trained on {c['train_transitions']} real transitions (frame t, frame t+1 "
+        f"-> action; controls {', '.join(c['scored_controls'])}) reads each generated transition; accuracy is how "
+        "often it sees the action that was given."), H.table(["", "accuracy"], rows))
+
+
+def _videos(files: list[dict], what: str) -> str:
+    items = [H.video(f["file"], f"{what} {i}: {f['store']} from frame {f.get('start', '')}")
+             for i, f in enumerate(files)]
+    return f'<div class="videos">{"".join(items)}</div>'
+
+
+def _sessions(m: dict) -> str:
+    s = m["sessions"]
+    frames = s["health"]["drift_score"]["chunk_frames"]
+    rows = [[q["store"], q["episode"], q["frames"], q["note"] or ""] for q in s["sequences"]]
+    return H.section("Saved sessions (reference-free)", H.para(
+        "Sessions have no ground truth: only health, drift and action following are measured. " + HEALTH_HELP),
+        H.table(["store", "episode", "frames", "note"], rows), H.image("sessions_health.png", "session health"),
+        _chunk_table(s["health"], None, s.get("action_following"), frames),
+        _action(s.get("action_following"), m["reference"], False),
+        _videos(m["files"]["sessions"]["videos"], "session"))
+
+
+def drift_html(m: dict) -> str:
+    name = (m.get("checkpoint") or {}).get("path") or ", ".join(m["session_stores"])
+    body = _header(m)
+    if "rollouts" in m:
+        body += [_one_step(m), _rollouts(m), _health(m),
+                 _action(m["rollouts"].get("action_following"), m["reference"], True),
+                 H.section("Videos", H.para("Left: the recording; right: generated from the same start with the "
+                                            "same actions. Under them: PSNR over the rollout (the red cursor "
+                                            "marks the frame) and the figures of the frame."),
+                           _videos(m["files"]["rollouts"]["videos"], "episode"))]
+    if "sessions" in m:
+        body.append(_sessions(m))
+    return H.page(f"Drift report: {name}", body)
+
+
+def write_drift_report(out: Path, m: dict, ev: ModelEval | None, sess: list[SessionResult], ref: Reference,
+                       settings: DriftSettings, n_videos: int) -> None:
+    """Plots, videos, metrics.json and index.html into `out` (the temporary folder)."""
+    m["files"] = {}
+    if ev is not None:
+        m["files"]["rollouts"] = rollout_files(out, ev, ref, settings, n_videos)
+    if sess:
+        m["files"]["sessions"] = session_files(out, sess, ref, settings, n_videos)
+    m["files"]["index"] = "index.html"
+    write_json(out / "metrics.json", m)
+    (out / "index.html").write_text(drift_html(m))
+
+
+# -- the sweep's folder -------------------------------------------------------------------------------------
+
+def write_sweep_report(out: Path, m: dict) -> None:
+    """sweep.png, metrics.json and index.html into `out` (the temporary folder)."""
+    from eval.sweep import COLUMNS, plot_axes
+
+    rows = m["rows"]
+    x, groups = plot_axes(rows)
+    idm = m["reference"]["action_classifier"]
+    plot_sweep(out / "sweep.png", rows, x, groups, idm["ceiling"] if idm else None)
+    m["files"] = {"plot": "sweep.png", "index": "index.html"}
+    write_json(out / "metrics.json", m)
+    b = m.get("best")
+    body = _header(m) + [H.section("Sweep", H.para(
+        "One row per setting. Rollout PSNR is pooled over every recorded step of every rollout; steps to "
+        f"threshold is where the mean PSNR curve first falls below {rows[0]['psnr_threshold']} dB; final drift "
+        "is the drift score of the last chunk (0 = as healthy as the first chunk); final sharpness is the last "
+        "chunk's sharpness over real frames'; action accuracy is the action classifier's over the whole horizon "
+        f"(ceiling {H.fmt(m['reference']['action_classifier'] and m['reference']['action_classifier']['ceiling'])})."),
+        H.table([h for _, h in COLUMNS], [[r[k] for k, _ in COLUMNS] for r in rows]),
+        H.image("sweep.png", "sweep"),
+        H.para("Most stable among the best rollout PSNRs (within 0.5 dB): " + (
+            f"{b['checkpoint']}, context noise {b['context_noise_used']}, {b['sampler_steps']} steps" if b else "–")))]
+    (out / "index.html").write_text(H.page("Sweep: " + ", ".join(r for r in dict.fromkeys(
+        x["checkpoint"] for x in rows)), body))

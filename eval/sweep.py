@@ -1,0 +1,110 @@
+"""`python -m eval sweep`: the same drift figures over a grid of context noise levels, sampler
+steps and checkpoints, reduced to one row each, so that a table and a plot show what buys
+stability. The data, the health reference and the action classifier are built once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from eval.data import EvalData, RolloutCase
+from eval.drift import DriftSettings, Reference, evaluate_model
+from eval.summary import rollout_summary
+from model.config import Config, SamplerConfig
+from model.denoiser import Denoiser
+
+
+@dataclass
+class SweepModel:
+    """One checkpoint of the sweep, with its own held-out windows and rollout starts (its context)."""
+
+    name: str
+    step: int
+    model: Denoiser
+    cfg: Config
+    data: EvalData
+    cases: list[RolloutCase]
+
+
+def sampler_for(cfg: Config, steps: int, context_noise: float) -> tuple[SamplerConfig, float]:
+    """The checkpoint's sampler with `steps` and `context_noise`; and the level the model really
+    uses (generation clamps it to [0, diffusion.context_noise_max])."""
+    s = SamplerConfig(**{**vars(cfg.sampler), "steps": steps, "context_noise": context_noise})
+    return s, min(max(context_noise, 0.0), cfg.diffusion.context_noise_max)
+
+
+def row(m: SweepModel, noise: float, used: float, steps: int, summary: dict, one_step: dict) -> dict:
+    """The sweep's figures for one setting (see COLUMNS)."""
+    r = summary
+    first = r["psnr"]["crossings"][0] if r["psnr"]["crossings"] else None
+    drift = [x for x in r["health"]["drift_score"]["per_chunk_mean"] if x is not None]
+    sharp = [x for x in r["health"]["sharpness"]["per_chunk_ratio_to_real"] if x is not None]
+    act = r.get("action_following") or {}
+    return {"checkpoint": m.name, "checkpoint_step": m.step, "context_noise": noise, "context_noise_used": used,
+            "sampler_steps": steps, "one_step_psnr_pooled": one_step["model"]["psnr_pooled"],
+            "one_step_ssim": one_step["model"]["ssim"]["mean"], "rollout_psnr_pooled": r["psnr"]["pooled"],
+            "rollout_ssim": r["ssim"]["overall"]["mean"],
+            "psnr_threshold": first["threshold"] if first else None,
+            "steps_to_psnr_threshold": first["curve_step"] if first else None,
+            "psnr_below_frozen_frame_from_step": r["psnr_below_frozen_frame_from_step"],
+            "final_drift_score": drift[-1] if drift else None, "final_sharpness_ratio": sharp[-1] if sharp else None,
+            "action_accuracy": act.get("accuracy"), "frames_per_second": r["generated_frames_per_second"]}
+
+
+COLUMNS = [("checkpoint", "checkpoint"), ("context_noise_used", "context noise"), ("sampler_steps", "steps"),
+           ("one_step_psnr_pooled", "1-step PSNR"), ("rollout_psnr_pooled", "rollout PSNR"),
+           ("rollout_ssim", "rollout SSIM"), ("steps_to_psnr_threshold", "steps to threshold"),
+           ("psnr_below_frozen_frame_from_step", "below frozen from"), ("final_drift_score", "final drift"),
+           ("final_sharpness_ratio", "final sharpness"), ("action_accuracy", "action acc."),
+           ("frames_per_second", "frames/s")]
+
+
+def run_sweep(models: list[SweepModel], noises: list[float], steps: list[int], ref: Reference,
+              settings: DriftSettings, device: torch.device, progress_print=print) -> tuple[list[dict], list[dict]]:
+    """Every (checkpoint, context noise, sampler steps): one row, and its per-step curves."""
+    rows, curves = [], []
+    for m in models:
+        for noise in noises:
+            for n in steps:
+                sampler, used = sampler_for(m.cfg, n, noise)
+                progress_print(f"{m.name}: context noise {used:g}, {n} sampler steps")
+                ev = evaluate_model(m.model, sampler, ref, m.data, m.cases, settings, device)
+                summary = rollout_summary(ev.rollouts, settings, ref)
+                rows.append(row(m, noise, used, n, summary, ev.one_step.summary()))
+                curves.append({"checkpoint": m.name, "context_noise": noise, "sampler_steps": n,
+                               "psnr_per_step_mean": summary["psnr"]["per_step"]["mean"],
+                               "drift_per_chunk": summary["health"]["drift_score"]["per_chunk_mean"],
+                               "sharpness_ratio_per_chunk": summary["health"]["sharpness"]["per_chunk_ratio_to_real"]})
+    return rows, curves
+
+
+def format_table(rows: list[dict]) -> str:
+    """The rows as an aligned text table (for the terminal)."""
+    def cell(v):
+        return "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
+    cells = [[h for _, h in COLUMNS]] + [[cell(r[k]) for k, _ in COLUMNS] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(line, widths)) for line in cells)
+
+
+def plot_axes(rows: list[dict]) -> tuple[str, list[str]]:
+    """x = context noise when several levels were swept (lines per checkpoint and steps), else
+    x = sampler steps (lines per checkpoint)."""
+    several = lambda k: len({r[k] for r in rows}) > 1
+    if several("context_noise_used") or not several("sampler_steps"):
+        return "context_noise_used", [k for k in ("checkpoint", "sampler_steps") if several(k)] or ["sampler_steps"]
+    return "sampler_steps", ["checkpoint"]
+
+
+def best(rows: list[dict]) -> dict | None:
+    """The setting with the lowest final drift score among those with the best rollout PSNR
+    within 0.5 dB (a reading aid printed under the table; not a rule)."""
+    ok = [r for r in rows if r["rollout_psnr_pooled"] is not None]
+    if not ok:
+        return None
+    top = max(r["rollout_psnr_pooled"] for r in ok)
+    near = [r for r in ok if r["rollout_psnr_pooled"] >= top - 0.5]
+    return min(near, key=lambda r: (np.inf if r["final_drift_score"] is None else r["final_drift_score"]))
+

@@ -1,0 +1,185 @@
+"""Every eval metric on images with known answers: identical images, a known shift, a known
+blur, noise at a known level. Tolerances are stated where the answer is statistical."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from eval.health import (FrameHealth, HealthReference, drift_score, frame_histograms, frame_health,
+                         histogram_distance, nearest, sharpness)
+from eval.metrics import PSNR_CAP, psnr, psnr_from_mse, ssim
+
+
+def even_noise(n=4, h=64, w=64, seed=0) -> np.ndarray:
+    """Grey frames of white noise on the even levels 0..254 (uniform): a [1/2, 1/2] blur of them
+    stays on whole levels, so no rounding enters. Variance in [0, 1] units: 4 (128^2 - 1) / 12 / 255^2."""
+    g = np.random.default_rng(seed).integers(0, 128, (n, h, w, 1)) * 2
+    return np.repeat(g, 3, axis=3).astype(np.uint8)
+
+
+NOISE_VAR = 4 * (128**2 - 1) / 12 / 255**2
+
+
+def hblur(frames: np.ndarray) -> np.ndarray:
+    """The known blur: each pixel averaged with its right neighbour (wrapping around)."""
+    f = frames.astype(np.int64)
+    return ((f + np.roll(f, -1, axis=2)) // 2).astype(np.uint8)
+
+
+def chw(frames: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(frames).permute(0, 3, 1, 2)
+
+
+def checkerboard(h=16, w=16, high=255) -> np.ndarray:
+    y, x = np.mgrid[:h, :w]
+    return np.repeat(((x + y) % 2 * high)[None, :, :, None], 3, axis=3).astype(np.uint8)
+
+
+# -- PSNR -------------------------------------------------------------------------------------------
+
+def test_psnr_identical_is_capped():
+    x = chw(even_noise(2))
+    assert torch.equal(psnr(x, x), torch.full((2,), PSNR_CAP))
+
+
+def test_psnr_of_a_known_shift_is_exact():
+    a = torch.full((1, 3, 8, 8), 100, dtype=torch.uint8)
+    b = torch.full((1, 3, 8, 8), 110, dtype=torch.uint8)
+    assert psnr(a, b).item() == pytest.approx(20 * math.log10(255 / 10), abs=1e-4)
+    # float frames are read as [-1, 1]: the same images give the same figure
+    assert psnr(a.float() / 127.5 - 1, b.float() / 127.5 - 1).item() == pytest.approx(psnr(a, b).item(), abs=1e-4)
+
+
+def test_psnr_of_a_known_blur_within_0_1_db():
+    """x - blur(x) = (x - x_right) / 2 has variance var / 2 for white noise (16 frames 64x64)."""
+    x = even_noise(16)
+    expect = 10 * math.log10(2 / NOISE_VAR)
+    pooled = psnr_from_mse(((chw(x).double() - chw(hblur(x)).double()) / 255).pow(2).mean()).item()
+    assert pooled == pytest.approx(expect, abs=0.1)
+    assert psnr(chw(x), chw(hblur(x))).mean().item() == pytest.approx(expect, abs=0.1)
+
+
+def test_psnr_of_noise_at_a_known_level_within_0_05_db():
+    sigma = 8.0  # levels; rounding to whole levels adds 1/12 level^2 of variance
+    g = torch.Generator().manual_seed(0)
+    clean = torch.full((4, 3, 64, 64), 128.0)
+    noisy = (clean + sigma * torch.randn(clean.shape, generator=g)).round().clamp(0, 255).to(torch.uint8)
+    expect = 10 * math.log10(255**2 / (sigma**2 + 1 / 12))
+    assert psnr(noisy, clean.to(torch.uint8)).mean().item() == pytest.approx(expect, abs=0.05)
+
+
+# -- SSIM -------------------------------------------------------------------------------------------
+
+def test_ssim_identical_is_one():
+    x = chw(even_noise(2))
+    assert torch.allclose(ssim(x, x), torch.ones(2), atol=1e-5)
+
+
+def test_ssim_of_a_known_shift_on_flat_images_is_exact():
+    """No structure, so SSIM is the luminance term (2ab + c1) / (a^2 + b^2 + c1) alone."""
+    a, b = 100 / 255, 110 / 255
+    c1 = 0.01**2
+    x = torch.full((1, 3, 16, 16), 100, dtype=torch.uint8)
+    y = torch.full((1, 3, 16, 16), 110, dtype=torch.uint8)
+    assert ssim(x, y).item() == pytest.approx((2 * a * b + c1) / (a * a + b * b + c1), abs=1e-5)
+
+
+def test_ssim_of_noise_at_a_known_level_within_5_percent():
+    """A flat image against itself plus noise of std s: SSIM ~ c2 / (s_hat^2 + c2), with the
+    windowed variance estimate s_hat^2 = s^2 (1 - sum w^2) on average (Gaussian window)."""
+    s = 0.05
+    g = torch.Generator().manual_seed(0)
+    clean = torch.full((4, 3, 64, 64), 0.5)
+    noisy = clean + s * torch.randn(clean.shape, generator=g)
+    w = torch.exp(-(torch.arange(11) - 5.0) ** 2 / (2 * 1.5**2))
+    w2 = float(((w / w.sum()) ** 2).sum() ** 2)
+    c2 = 0.03**2
+    expect = c2 / (s * s * (1 - w2) + c2)
+    got = ssim(noisy * 2 - 1, clean * 2 - 1).mean().item()
+    assert got == pytest.approx(expect, rel=0.05)
+
+
+def test_ssim_falls_with_blur():
+    x = even_noise(2)
+    once, twice = hblur(x), hblur(hblur(x))
+    s1, s2 = ssim(chw(x), chw(once)).mean().item(), ssim(chw(x), chw(twice)).mean().item()
+    assert 1 > s1 > s2 > 0
+
+
+# -- sharpness --------------------------------------------------------------------------------------
+
+def test_sharpness_of_flat_and_checkerboard_frames_is_exact():
+    assert sharpness(np.full((2, 8, 8, 3), 77, np.uint8)).tolist() == [0.0, 0.0]
+    # every interior Laplacian of a 0/1 checkerboard is +4 or -4, half each: variance 16
+    assert sharpness(checkerboard()) == pytest.approx([16.0], rel=1e-5)
+    assert sharpness(checkerboard(high=128)) == pytest.approx([16.0 * (128 / 255) ** 2], rel=1e-5)
+
+
+def test_sharpness_of_noise_and_of_a_known_blur_within_3_percent():
+    """White noise of variance v: Laplacian variance 20 v. Blurred by [1/2, 1/2]: 6 v."""
+    x = even_noise(8)
+    assert sharpness(x).mean() == pytest.approx(20 * NOISE_VAR, rel=0.03)
+    assert sharpness(hblur(x)).mean() == pytest.approx(6 * NOISE_VAR, rel=0.03)
+    assert (sharpness(hblur(x)) / sharpness(x)).mean() == pytest.approx(0.3, rel=0.03)
+
+
+# -- colour -----------------------------------------------------------------------------------------
+
+def test_colour_histogram_distance_known_answers():
+    black, white = np.zeros((1, 8, 8, 3), np.uint8), np.full((1, 8, 8, 3), 255, np.uint8)
+    half = black.copy()
+    half[:, :4] = 255
+    h = lambda f: frame_histograms(f)[0]
+    assert frame_histograms(half)[0].sum(1).tolist() == [1.0, 1.0, 1.0]
+    assert histogram_distance(h(black), h(black)) == 0.0
+    assert histogram_distance(h(black), h(white)) == 1.0
+    assert histogram_distance(h(half), h(black)) == 0.5
+    # a shift of one bin's width (16 levels) moves every value to the next bin
+    grey = np.full((1, 8, 8, 3), 40, np.uint8)
+    assert histogram_distance(h(grey), h(grey + 16)) == 1.0
+    assert histogram_distance(h(grey), h(grey + 3)) == 0.0
+
+
+# -- nearest training frame -------------------------------------------------------------------------
+
+def test_nearest_frame_distance_known_answers():
+    bank = np.stack([np.full((8, 8, 3), v, np.uint8) for v in (10, 60, 120, 200)])
+    query = np.stack([bank[2], bank[1] + 10, checkerboard(8, 8)[0]])
+    d, i = nearest(query, bank)
+    assert i.tolist()[:2] == [2, 1]
+    assert d[0] == 0.0
+    assert d[1] == pytest.approx(10 / 255, abs=1e-6)
+    assert i[2] == 2  # 0/255 checkerboard: nearest to the level 120 frame (mean square 127.5^2 + 7.5^2)
+    assert d[2] == pytest.approx(math.sqrt((120**2 + 135**2) / 2) / 255, abs=1e-6)
+
+
+# -- drift score ------------------------------------------------------------------------------------
+
+def test_drift_score_known_answers():
+    """Chunk 1 is chunk 0 at half the contrast: a quarter of the sharpness, half the colour mass
+    moved to another bin, and off the training frames by 127 levels on half the pixels."""
+    sharp, dull, black = checkerboard(8, 8), checkerboard(8, 8, high=128), np.zeros((1, 8, 8, 3), np.uint8)
+    frames = np.concatenate([np.repeat(sharp, 4, 0), np.repeat(dull, 4, 0)])
+    ref = HealthReference.build(np.concatenate([sharp, black]), sharp)
+    assert ref.spread == pytest.approx(math.sqrt(0.5), abs=1e-6), "the two bank frames differ by 255 on half the pixels"
+    d = drift_score(frame_health(frames, ref), 4, ref)
+    assert d["start"] == [0, 4] and d["stop"] == [4, 8]
+    assert d["score"][0] == 0.0
+    assert d["sharpness_change"][1] == pytest.approx(2 * math.log2(128 / 255), abs=1e-5)
+    assert d["colour_shift"][1] == pytest.approx(0.5)
+    # chunk 0 is in the bank (distance 0); chunk 1's nearest is the sharp board, RMSE 127/255/sqrt(2)
+    assert d["nearest_change"][1] == pytest.approx(127 / 255, abs=1e-6)
+    assert d["score"][1] == pytest.approx(-2 * math.log2(128 / 255) + 0.5 + 127 / 255, abs=1e-5)
+    steady = drift_score(frame_health(np.repeat(sharp, 8, 0), ref), 4, ref)
+    assert steady["score"] == [0.0, 0.0]
+
+
+def test_health_reference_levels():
+    bank = even_noise(4, 16, 16)
+    ref = HealthReference.build(bank, bank)
+    assert ref.nearest == 0.0 and ref.colour_distance < 0.1
+    assert ref.sharpness == pytest.approx(sharpness(bank).mean())
+    h = frame_health(bank, ref)
+    assert isinstance(h, FrameHealth) and len(h) == 4 and np.all(h.nearest == 0)
