@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from dataset import StoreError, open_store
+from eval.health import sharpness
 from model.checkpoint import CheckpointError, load_model
 from model.config import ConfigError
 from model.env import WorldModelEnv
@@ -43,26 +44,18 @@ class Quit(Exception):
     """The player asked to stop (Esc, the window closed)."""
 
 
-def sharpness(frame: np.ndarray) -> float:
-    """Variance of the Laplacian of the luma of a uint8 frame [H, W, 3] over its inner pixels, in
-    [0, 1] units squared: 0 when flat, lower when blurred, higher with noise (eval's definition)."""
-    y = frame.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32) / 255.0
-    lap = y[:-2, 1:-1] + y[2:, 1:-1] + y[1:-1, :-2] + y[1:-1, 2:] - 4 * y[1:-1, 1:-1]
-    return float(lap.var())
-
-
 class Health:
     """A live health figure: the sharpness of the generated frames over that of real frames,
     averaged over about `window` frames; 1 is like the data, below 0.5 is a blur, above 2 noise."""
 
     def __init__(self, real_frames: np.ndarray, window: int = 30) -> None:
-        self.reference = float(np.mean([sharpness(f) for f in real_frames]))
+        self.reference = float(sharpness(np.asarray(real_frames)).mean())
         self.alpha, self.value = 1.0 / window, None
 
     def update(self, frame: np.ndarray) -> float | None:
         if self.reference < 1e-6:
             return None  # flat real frames: nothing to compare with
-        r = sharpness(frame) / self.reference
+        r = float(sharpness(np.asarray(frame)[None])[0]) / self.reference
         self.value = r if self.value is None else self.value + self.alpha * (r - self.value)
         return self.value
 
