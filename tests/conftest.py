@@ -33,3 +33,23 @@ def numbered_frame(t: int, h: int = 12, w: int = 16) -> np.ndarray:
     f = np.full((h, w, 3), (t % 250) + 1, np.uint8)
     f[0, 0] = [t % 256, (t // 256) % 256, 7]
     return f
+
+
+@pytest.fixture(scope="session")
+def block_store(tmp_path_factory):
+    """3,000 frames of our block game (16x16, NOOP/LEFT/RIGHT/UP/DOWN) played by the sticky bot."""
+    out = tmp_path_factory.mktemp("data") / "block.zarr"
+    run_cli("-m", "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "3000",
+            "--max-hold", "6", "--seed", "1", "--quiet", "--out", str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread in this process: on a shared 2-core machine two can be many times slower."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

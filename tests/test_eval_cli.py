@@ -17,13 +17,7 @@ SMALL = ["--horizon", "20", "--episodes", "2", "--idm-steps", "30", "--windows",
          "--threads", "1", "--quiet"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread in this process: on a shared 2-core machine two can be many times slower."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

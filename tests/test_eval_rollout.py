@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import run_cli
 from dataset import Control, ControlSpec
 from eval.data import SessionSequence, open_eval_data, rollout_cases, sample_transitions, sample_windows
 from eval.drift import DriftSettings, build_reference, rollouts, sessions, teacher_forced
@@ -20,21 +19,7 @@ L = 2
 CPU = torch.device("cpu")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: on a shared 2-core machine two threads can be many times slower."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-@pytest.fixture(scope="module")
-def block_store(tmp_path_factory):
-    out = tmp_path_factory.mktemp("data") / "block.zarr"
-    run_cli("-m", "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "3000",
-            "--max-hold", "6", "--seed", "1", "--quiet", "--out", str(out))
-    return out
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -22,14 +22,6 @@ FAST = ["model.channels=[8,16]", "model.cond_dim=32", "model.action_dim=8", "tra
         "train.eval_every=1000", "train.sample_every=0", "train.log_every=5"]
 
 
-@pytest.fixture(scope="module")
-def block_store(tmp_path_factory):
-    out = tmp_path_factory.mktemp("data") / "block.zarr"
-    run_cli("-m", "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "3000",
-            "--max-hold", "6", "--seed", "1", "--quiet", "--out", str(out))
-    return out
-
-
 def train_cli(*args, check=True, **kw):
     return run_cli("train.py", *args, "--quiet", check=check, **kw)
 
