@@ -1,0 +1,43 @@
+"""The demo pipeline, run small (the tiny preset, a few hundred frames): every artifact it
+promises, and a second run that skips what is done."""
+
+import json
+
+from conftest import run_cli
+from dataset import open_store
+from model.checkpoint import load_model
+
+
+def test_demo_runs_every_stage_then_skips_what_is_done(tmp_path):
+    args = ["demo.py", "--out", str(tmp_path), "--frames", "300", "--preset", "tiny", "--horizon", "12",
+            "--episodes", "2", "--no-play", "train.steps=6", "train.save_every=3", "train.sample_every=0"]
+    first = run_cli(*args, timeout=900).stdout
+    for stage in ("record", "build", "train", "eval"):
+        assert f"== {stage}\n$ " in first, f"the {stage} stage ran and printed its command"
+    raw, train = open_store(tmp_path / "data" / "raw.zarr"), open_store(tmp_path / "data" / "train32x32.zarr")
+    assert len(raw) == 300 and raw.closed_cleanly and raw.attrs["source"]["env_id"] == "ALE/Breakout-v5"
+    assert train.frame_shape == (32, 32, 3) and len(train) == 300
+    run_dir = tmp_path / "runs" / "tiny"
+    assert load_model(run_dir)[2]["step"] == "6"
+    report = tmp_path / "reports" / "tiny"
+    assert (report / "index.html").is_file() and (report / "metrics.json").is_file()
+    videos = sorted((report / "videos").glob("episode_*.mp4"))
+    assert videos, "the generated-gameplay video"
+    times = json.loads((tmp_path / "demo_times.json").read_text())
+    assert set(times) == {"record", "build", "train", "eval"} and all(t > 0 for t in times.values())
+    for promise in (str(run_dir / "model.safetensors"), str(report / "index.html"), str(videos[0]),
+                    f"python play.py --checkpoint {run_dir}", "python -m eval drift --checkpoint"):
+        assert promise in first, f"the summary names {promise}"
+
+    second = run_cli(*args, timeout=900).stdout
+    for stage in ("record", "build", "train", "eval"):
+        assert f"== {stage}: done already, skipped" in second
+
+    # an unfinished recording (a killed recorder) is recorded again and the training store rebuilt;
+    # the finished training is kept
+    meta = json.loads((tmp_path / "data" / "raw.zarr" / "zarr.json").read_text())
+    meta["attributes"]["closed"] = False
+    (tmp_path / "data" / "raw.zarr" / "zarr.json").write_text(json.dumps(meta))
+    third = run_cli(*args, timeout=900).stdout
+    assert "== record\n$ " in third and "== build\n$ " in third and "== train: done already, skipped" in third
+    assert open_store(tmp_path / "data" / "raw.zarr").closed_cleanly
