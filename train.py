@@ -187,6 +187,8 @@ def main(argv=None) -> int:
         if args.dry_run:
             print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
             return 0
+        # absolute, so play and eval find the data from any folder
+        cfg.data.stores = [str(Path(p).resolve()) for p in cfg.data.stores]
         resume_from = prepare_run(cfg, args)
         train_ds, val_ds = build_data(cfg)
         if resume_from is not None:
