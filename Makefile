@@ -20,8 +20,13 @@ test: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(PY) demo.py $(ARGS)
 
+# every benchmark in turn (about 6 minutes); run it with nothing else running
 bench: $(VENV)/.installed
 	$(PY) -m bench.store
+	$(PY) -m bench.loader
+	$(PY) -m bench.model
+	$(PY) -m bench.play --frames 300
+	$(PY) -m bench.recorder --seconds 30
 
 clean:
 	rm -rf $(VENV) .pytest_cache
