@@ -87,7 +87,11 @@ def parse_ints(text: str, n: int, sep: str, what: str) -> tuple[int, ...]:
 
 
 def parse_size(text: str) -> tuple[int, int]:
-    return parse_ints(text, 2, "x", "size must be WIDTHxHEIGHT, e.g. 64x64")
+    """"64x64" -> (64, 64); "256x144" -> (256, 144) as (width, height), both positive."""
+    w, h = parse_ints(text, 2, "x", "size must be WIDTHxHEIGHT, e.g. 64x64")
+    if w <= 0 or h <= 0:
+        raise argparse.ArgumentTypeError(f"size must be positive, got {text!r}")
+    return w, h
 
 
 def parse_crop(text: str) -> tuple[int, int, int, int]:

@@ -8,6 +8,7 @@ import torch
 
 from model.config import SamplerConfig
 from model.denoiser import Denoiser
+from model.sampler import to_uint8
 
 
 def _frames_in(frames, device: torch.device) -> torch.Tensor:
@@ -81,4 +82,4 @@ class WorldModelEnv:
     @staticmethod
     def frames_uint8(x: torch.Tensor) -> torch.Tensor:
         """float [B, 3, H, W] in [-1, 1] -> uint8 [B, H, W, 3] on the CPU."""
-        return x.add(1).mul(127.5).round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).cpu()
+        return to_uint8(x).permute(0, 2, 3, 1).cpu()

@@ -8,20 +8,10 @@ import sys
 import yaml
 
 from dataset.controls import SpecError
+from dataset.__main__ import parse_size
 from dataset.store import StoreError
 from record.env import POLICIES, EnvRecording, Recorder
 from record.screen import RecordError, ScreenRecorder, ScreenRecording
-
-
-def parse_size(text: str) -> tuple[int, int]:
-    """"64x64" -> (64, 64); "256x144" -> (256, 144) as (width, height)."""
-    try:
-        w, h = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"size must be WIDTHxHEIGHT, e.g. 64x64, got {text!r}") from None
-    if w <= 0 or h <= 0:
-        raise argparse.ArgumentTypeError(f"size must be positive, got {text!r}")
-    return w, h
 
 
 def parse_region(text: str) -> tuple[int, int, int, int]:
