@@ -20,7 +20,8 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from dataset import ControlSpec, StoreError, WindowDataset, make_loader
+from dataset import ControlSpec, StoreError, WindowDataset, make_loader, open_store
+from dataset.windows import NoEpisodesError
 from dataset.batch import Batch
 from eval.metrics import psnr, ssim
 from eval.video import grid, upscale, write_image, write_video
@@ -53,7 +54,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--resume", action="store_true", help="continue runs/<name> from its latest checkpoint")
     p.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)  # options may come between the overrides
     # `--data a.zarr b.zarr train.steps=10`: KEY=VALUE words after --data are overrides
     if args.data:
         args.overrides += [d for d in args.data if "=" in d]
@@ -65,12 +66,21 @@ def build_data(cfg: Config) -> tuple[WindowDataset, WindowDataset | None]:
     d = cfg.data
     if not d.stores:
         raise ConfigError("no training data: pass --data STORE... or set data.stores in the config")
-    train = WindowDataset(d.stores, context=d.context, split="train", val_fraction=d.val_fraction, mode=d.mode)
+    stores = [open_store(p) for p in d.stores]  # opened once: damage is looked for once per store
+    kw = dict(context=d.context, val_fraction=d.val_fraction, mode=d.mode, skip_damaged=d.skip_damaged)
+    train = WindowDataset(stores, split="train", **kw)
     try:
-        val = WindowDataset(d.stores, context=d.context, split="val", val_fraction=d.val_fraction, mode=d.mode)
-    except StoreError:
+        val = WindowDataset(stores, split="val", **kw)
+    except NoEpisodesError:
         val = None  # a single episode: nothing to hold out
+    for line in train.skipped + (val.skipped if val else []):
+        print(f"note: {line}", file=sys.stderr)
     return train, val
+
+
+def due(step: int, every: int, last: int) -> bool:
+    """Whether a periodic task runs at `step`: every `every` steps (0: never) and at the last."""
+    return step == last or (every > 0 and step % every == 0)
 
 
 def lr_at(step: int, cfg: Config) -> float:
@@ -198,7 +208,11 @@ def main(argv=None) -> int:
     except (ConfigError, StoreError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return train(cfg, train_ds, val_ds, resume_from, progress=not args.quiet)
+    try:
+        return train(cfg, train_ds, val_ds, resume_from, progress=not args.quiet)
+    except StoreError as e:  # damage met while streaming; the last checkpoint is intact
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, resume_from: Path | None,
@@ -272,7 +286,7 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
             if not math.isfinite(loss.item()):
                 print(f"error: the loss is {loss.item()} at step {step}; lower optim.lr", file=sys.stderr)
                 return 1
-            if step % t.log_every == 0 or step == t.steps:
+            if due(step, t.log_every, t.steps):
                 dt = time.perf_counter() - t_log
                 rate = (step - step_log) / dt
                 stats = {"train/loss": loss.item(), "train/lr": lr_at(step, cfg),
@@ -283,11 +297,11 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
                 logger.log(step, stats)
                 bar.set_postfix(loss=f"{stats['train/loss']:.4f}", steps_s=f"{rate:.2f}",
                                 samples_s=f"{stats['train/samples_per_s']:.0f}")
-            if main_proc and val_ds is not None and (step % t.eval_every == 0 or step == t.steps):
+            if main_proc and val_ds is not None and due(step, t.eval_every, t.steps):
                 logger.log(step, evaluate(ema, val_ds, cfg, device))
-            if main_proc and t.sample_every and (step % t.sample_every == 0 or step == t.steps):
+            if main_proc and t.sample_every and due(step, t.sample_every, t.steps):
                 save_samples(ema, val_ds or train_ds, cfg, device, run_dir / "samples", step)
-            if step % t.save_every == 0 or step == t.steps:
+            if due(step, t.save_every, t.steps):
                 save()
             bar.update(1)
             if step >= t.steps:

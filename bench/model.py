@@ -8,7 +8,6 @@ per speed switch (channels_last, inference_mode, bf16 autocast, torch.compile).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import time
 
 import torch

@@ -102,10 +102,13 @@ def cmd_build(args: argparse.Namespace) -> int:
     opts = BuildOptions(size=args.size, fps=args.fps, crop=args.crop, action_lag_ms=args.action_lag,
                         drop_idle_s=args.drop_idle)
     try:
-        summary = build(args.raw, args.out, opts, overwrite=args.overwrite, progress=not args.quiet)
+        summary = build(args.raw, args.out, opts, overwrite=args.overwrite, progress=not args.quiet,
+                        skip_damaged=args.skip_damaged)
     except StoreError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return 2
+    for line in summary["skipped"]:
+        print(f"note: {line}", file=sys.stderr)
     print(f"wrote {summary['out']}: {summary['frames_out']} frames in {summary['episodes_out']} episodes "
           f"at {summary['size']}, {summary['fps']:g} fps (from {summary['frames_in']} frames in "
           f"{summary['episodes_in']} episodes)")
@@ -119,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="frames, duration, fps, size, episodes, controls, bytes, problems",
                           description="Print what each store holds and any problem found: a tail "
                           "left by a killed writer, arrays of different lengths, damaged chunks "
-                          "(with --verify). Exit status 1 when a store cannot be opened or has damaged chunks.")
+                          "(with --verify). Exit status 1 when a store cannot be opened or has damaged chunks, "
+                          "0 when every store is healthy.")
     info.add_argument("stores", nargs="+", metavar="STORE", help="store folders (.zarr)")
     info.add_argument("--verify", action="store_true", help="decode every chunk to find damaged ones (slow)")
     info.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -143,7 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--drop-idle", type=float, default=None, metavar="SECONDS",
                    help="cut stretches longer than this with no input and no change on screen; "
                    "the frames after one start a new episode")
-    b.add_argument("--overwrite", action="store_true", help="replace an existing store at --out")
+    b.add_argument("--overwrite", action="store_true",
+                   help="replace an existing store at --out (the old one stays until the new one is complete)")
+    b.add_argument("--skip-damaged", action="store_true",
+                   help="leave out episodes that touch a missing or damaged chunk, and say which "
+                   "(default: refuse damaged sources)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     b.set_defaults(func=cmd_build)
     return p

@@ -23,6 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from dataset.controls import BINARY, ControlSpec, SpecError
+from dataset.outputs import OutputError, check_apart
 from dataset.store import Store, StoreError, StoreWriter, open_store
 
 SIZE_MULTIPLE = 8  # the world model's UNet halves the frame size three times
@@ -42,6 +43,18 @@ class BuildOptions:
     """Delay the actions by this much (the game's or the player's latency), rounded to frames."""
     drop_idle_s: float | None = None
     """Cut stretches with no input and no change on screen longer than this; None keeps all."""
+
+    def check(self) -> None:
+        """Values that no source can make right, refused before anything is read."""
+        if self.fps is not None and not self.fps > 0:
+            raise StoreError(f"--fps {self.fps:g}: the frame rate must be positive (leave it out to keep "
+                             "the source rate)")
+        if not self.action_lag_ms >= 0:
+            raise StoreError(f"--action-lag {self.action_lag_ms:g}: the lag must be 0 or more milliseconds "
+                             "(actions are delayed, never advanced)")
+        if self.drop_idle_s is not None and not self.drop_idle_s > 0:
+            raise StoreError(f"--drop-idle {self.drop_idle_s:g}: must be a positive number of seconds "
+                             "(leave it out to keep idle stretches)")
 
 
 def merge_actions(spec: ControlSpec, actions: np.ndarray) -> np.ndarray:
@@ -188,20 +201,33 @@ def open_sources(paths: list[str | Path]) -> list[Store]:
 
 
 def build(sources: list[str | Path], out: str | Path, opts: BuildOptions, *, overwrite: bool = False,
-          progress: bool = True) -> dict:
-    """Write a training store from `sources`; returns a summary (frames in and out, episodes)."""
+          progress: bool = True, skip_damaged: bool = False) -> dict:
+    """Write a training store from `sources`; returns a summary (frames in and out, episodes,
+    and the episodes skipped for damage when `skip_damaged`). The store is built beside `out`
+    and moved into place only when complete; `out` may not be, contain or lie inside a source."""
     if not sources:
         raise StoreError("no source stores given")
+    opts.check()
+    try:
+        check_apart(out, sources)
+    except OutputError as e:
+        raise StoreError(str(e)) from None
     stores = open_sources(sources)
-    fps = opts.fps or stores[0].fps
-    plans = []
+    fps = opts.fps if opts.fps is not None else stores[0].fps
+    plans, skipped = [], []
     for s in stores:
         check_size(s, opts)
-        factor = fps_factor(s.fps, opts.fps or s.fps, str(s.path))
+        factor = fps_factor(s.fps, opts.fps if opts.fps is not None else s.fps, str(s.path))
         if abs(s.fps / factor - fps) > 1e-3:
             raise StoreError(f"{s.path}: records at {s.fps:g} fps, {stores[0].path} at {stores[0].fps:g}; "
                              "pass --fps to bring them to one rate")
-        segs = [seg for k, ep in enumerate(s.episodes())
+        bad = {}
+        if skip_damaged:
+            bad_eps, lines = s.damaged_episodes()
+            bad = {ep.start: line for ep, line in zip(bad_eps, lines)}
+            skipped += [f"{s.path}: skipped the episode of frames {ep.start}-{ep.stop - 1}: {line}"
+                        for ep, line in zip(bad_eps, lines)]
+        segs = [seg for k, ep in enumerate(s.episodes()) if ep.start not in bad
                 for seg in plan_episode(s, ep.start, ep.stop, opts, factor, k)]
         plans.append((s, segs))
     total = sum(len(seg.frames) for _, segs in plans for seg in segs)
@@ -214,23 +240,24 @@ def build(sources: list[str | Path], out: str | Path, opts: BuildOptions, *, ove
     source = {"kind": "build", "sources": src_meta, "options": _options_dict(opts)}
     writer = StoreWriter(out, spec=stores[0].spec, fps=fps, frame_size=(w, h), source=source,
                          capture_size=tuple(stores[0].attrs.get("capture_size", (w, h))),
-                         overwrite=overwrite, flush_seconds=30.0)
+                         overwrite=overwrite, flush_seconds=30.0, atomic=True)
     bar = tqdm(total=total, unit="frame", desc="build", disable=not progress, dynamic_ncols=True)
-    with writer:
+    with bar, writer:  # on any error the partial store is removed and `out` is left as it was
         for s, segs in plans:
-            times = s.time
             for seg in segs:
+                first = int(seg.frames[0])
+                times = s.read_time(first, int(seg.frames[-1]) + 1)
                 writer.begin_episode()
                 for a, b in read_blocks(seg.frames):
                     sel = seg.frames[a:b]
                     raw = s.read_frames(int(sel[0]), int(sel[-1]) + 1)[sel - sel[0]]
                     for frame, action, i in zip(transform(raw, opts), seg.actions[a:b], sel):
-                        writer.append(frame, action, float(times[i]))
+                        writer.append(frame, action, float(times[i - first]))
                     bar.update(len(sel))
-    bar.close()
     return {"out": str(out), "frames_in": sum(len(s) for s in stores), "frames_out": total,
             "episodes_in": sum(len(s.episodes()) for s in stores),
-            "episodes_out": sum(len(segs) for _, segs in plans), "fps": fps, "size": f"{w}x{h}"}
+            "episodes_out": sum(len(segs) for _, segs in plans), "fps": fps, "size": f"{w}x{h}",
+            "skipped": skipped}
 
 
 def read_blocks(frames: np.ndarray) -> list[tuple[int, int]]:

@@ -27,6 +27,7 @@ import zarr
 from zarr.codecs import ZstdCodec
 
 from dataset.controls import ControlSpec, SpecError
+from dataset.outputs import OutputError, move_into_place, start_partial
 
 FORMAT_NAME = "dreamcade.recording"
 FORMAT_VERSION = 1
@@ -85,18 +86,26 @@ class _Tail:
 class StoreWriter:
     """Appends frames, actions and events to a new store, chunk by chunk.
 
-    Use as a context manager (closing also on Ctrl-C), or call close(). Data is flushed when a
-    chunk of frames is full, when `flush_seconds` have passed since the last flush, and on
-    flush() or close(); a process killed at any point leaves a store that opens and holds
-    everything up to the last flush.
+    Use as a context manager, or call close(). Data is flushed when a chunk of frames is full,
+    when `flush_seconds` have passed since the last flush, and on flush() or close().
+
+    Where the store is written:
+    - a recording (atomic=False) to a new path is written in place: a process killed at any
+      point leaves a store that opens and holds everything up to the last flush, and leaving
+      the `with` block on an error (Ctrl-C included) closes it with what it holds;
+    - a derived store (atomic=True, e.g. `dataset build`), and any store that replaces an
+      existing one (overwrite=True), is written in a hidden sibling and moved into place by
+      close() only (dataset.outputs): until then the target holds the old store or nothing.
+      An atomic writer left on an error is aborted: its partial folder is removed.
     """
 
     def __init__(self, path: str | Path, *, spec: ControlSpec, fps: float, frame_size: tuple[int, int],
                  source: dict, capture_size: tuple[int, int] | None = None, events: bool = False,
                  chunk_frames: int | None = None, flush_seconds: float = 2.0,
-                 extra_attrs: dict | None = None, overwrite: bool = False) -> None:
+                 extra_attrs: dict | None = None, overwrite: bool = False, atomic: bool = False) -> None:
         """frame_size and capture_size are (width, height) in pixels."""
         self.path = Path(path)
+        self.atomic = atomic
         self.spec, self.fps = spec, float(fps)
         w, h = frame_size
         if w <= 0 or h <= 0:
@@ -104,9 +113,17 @@ class StoreWriter:
         if not fps > 0:
             raise StoreError(f"{self.path}: fps must be positive, got {fps}")
         self.frame_shape = (h, w, 3)
-        _prepare_target(self.path, overwrite)
+        replacing = _check_target(self.path, overwrite)
+        if atomic or replacing:
+            try:
+                self.write_path = start_partial(self.path)
+            except OutputError as e:
+                raise StoreError(str(e)) from None
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.write_path = self.path
         cf = chunk_frames or frame_chunk(h, w)
-        self.root = zarr.open_group(str(self.path), mode="w", zarr_format=3)
+        self.root = zarr.open_group(str(self.write_path), mode="w", zarr_format=3)
         zstd = ZstdCodec(level=3)
         a = len(spec)
         # every chunk is written, even one equal to the fill value, so that a missing chunk file
@@ -191,17 +208,31 @@ class StoreWriter:
         self._last_flush = _time.monotonic()
 
     def close(self) -> None:
+        """Write what is pending, mark the store closed, and move it into place if built beside."""
         if self.closed:
             return
         self.flush()
         self.root.attrs["closed"] = True
+        if self.write_path != self.path:
+            move_into_place(self.write_path, self.path)
         self.closed = True
+
+    def abort(self) -> None:
+        """Drop a store being built beside its target (the target is left as it was)."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.write_path != self.path:
+            shutil.rmtree(self.write_path, ignore_errors=True)
 
     def __enter__(self) -> StoreWriter:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None and self.atomic:
+            self.abort()
+        else:
+            self.close()
 
     def _committed(self) -> dict:
         c = {"frames": self._frames.length, "episode_starts": self._starts.length}
@@ -210,17 +241,18 @@ class StoreWriter:
         return c
 
 
-def _prepare_target(path: Path, overwrite: bool) -> None:
+def _check_target(path: Path, overwrite: bool) -> bool:
+    """May a store be written at `path`? True when it replaces an existing one (nothing is
+    removed here: the old store stays until the new one is complete)."""
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return
+        return False
     if not overwrite:
         raise StoreError(f"{path}: already exists; choose another --out or pass --overwrite")
     if path.is_dir() and not any(path.iterdir()):
-        return
+        return False
     if not _looks_like_store(path):
         raise StoreError(f"{path}: exists and is not a dreamcade store; refusing to overwrite it")
-    shutil.rmtree(path)
+    return True
 
 
 def _looks_like_store(path: Path) -> bool:
@@ -229,6 +261,20 @@ def _looks_like_store(path: Path) -> bool:
         return meta.get("attributes", {}).get("format") == FORMAT_NAME
     except (OSError, ValueError):
         return False
+
+
+SKIP_HINT = ("to leave out the episodes it touches, pass --skip-damaged (train.py: "
+             "data.skip_damaged=true)")
+
+
+@dataclass(frozen=True)
+class Damage:
+    """A missing or undecodable chunk: rows [start, stop) of one array."""
+
+    array: str
+    start: int
+    stop: int
+    message: str
 
 
 @dataclass(frozen=True)
@@ -281,6 +327,7 @@ class Store:
         self.frame_shape = tuple(self.frames.shape[1:])
         self._starts = None
         self._time = None
+        self._damage: list[Damage] | None = None
 
     # -- metadata ------------------------------------------------------------------------------
 
@@ -334,6 +381,16 @@ class Store:
         if len(set(lengths.values())) > 1:
             out.append("array lengths differ past the committed length: "
                        + ", ".join(f"{k}={n}" for k, n in lengths.items()))
+        return out + self.missing_chunks()
+
+    def missing_chunks(self) -> list[str]:
+        """Chunk files missing inside the committed length (a quick look: nothing is decoded)."""
+        out = []
+        for name in self._array_names():
+            arr = self.root[name]
+            n, step = self._committed_length(name), arr.chunks[0]
+            out += [f"{self._chunk_file(arr, c)}: chunk file is missing (rows {c * step}-{min(n, (c + 1) * step) - 1})"
+                    for c in range(-(-n // step)) if not self._chunk_file(arr, c).is_file()]
         return out
 
     def nbytes_on_disk(self) -> int:
@@ -347,6 +404,9 @@ class Store:
     def read_actions(self, start: int = 0, stop: int | None = None) -> np.ndarray:
         return self._read(self.actions, self._clip(start, stop))
 
+    def read_time(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        return self._read(self.time_array, self._clip(start, stop))
+
     def read_events(self) -> dict[str, np.ndarray]:
         if not self.has_events:
             return {}
@@ -354,23 +414,41 @@ class Store:
         return {name: self._read(self.root[f"events/{name}"], slice(0, k))
                 for name in ("time", "control", "value")}
 
-    def verify(self) -> list[str]:
-        """Decode every committed chunk; return one line per damaged or missing chunk."""
+    def damage(self) -> list[Damage]:
+        """Decode every committed chunk; one Damage per missing or undecodable chunk."""
         out = []
         for name in self._array_names():
             arr = self.root[name]
             n = self._committed_length(name)
             step = arr.chunks[0]
             for i in range(0, n, step):
-                key = self.path / name / arr.metadata.encode_chunk_key((i // step,) + (0,) * (arr.ndim - 1))
+                rows = (i, min(n, i + step))
+                key = self._chunk_file(arr, i // step)
                 if not key.is_file():
-                    out.append(f"{key}: chunk file is missing (rows {i}-{min(n, i + step) - 1} read as zeros)")
+                    out.append(Damage(name, *rows, f"{key}: chunk file is missing (rows {rows[0]}-{rows[1] - 1})"))
                     continue
                 try:
-                    arr[i:min(n, i + step)]
+                    arr[rows[0]:rows[1]]
                 except Exception as e:  # zarr raises codec-specific errors
-                    out.append(f"{key}: chunk cannot be decoded ({type(e).__name__}: {e})")
+                    out.append(Damage(name, *rows, f"{key}: chunk cannot be decoded ({type(e).__name__}: {e})"))
         return out
+
+    def verify(self) -> list[str]:
+        """Decode every committed chunk; return one line per damaged or missing chunk."""
+        return [d.message for d in self.damage()]
+
+    def damaged_episodes(self) -> tuple[list[Episode], list[str]]:
+        """The episodes whose frames, actions or times touch a damaged chunk, and the damage
+        lines. Damage in the episode index cannot be skipped (StoreError); damage in the raw
+        input events does not touch an episode. Cached."""
+        if self._damage is None:
+            self._damage = self.damage()
+        index = [d for d in self._damage if d.array == "episode_starts"]
+        if index:
+            self._damaged(index[0].message + " (the episode index: no episode can be located)")
+        damage = [d for d in self._damage if d.array in ("frames", "actions", "time")]
+        bad = [ep for ep in self.episodes() if any(d.start < ep.stop and ep.start < d.stop for d in damage)]
+        return bad, [next(d.message for d in damage if d.start < ep.stop and ep.start < d.stop) for ep in bad]
 
     def _array_names(self) -> list[str]:
         names = ["frames", "actions", "time", "episode_starts"]
@@ -391,14 +469,27 @@ class Store:
             raise IndexError(f"{self.path}: frames [{start}, {stop}) outside [0, {self.n_frames})")
         return slice(start, stop)
 
+    def _chunk_file(self, arr: zarr.Array, chunk: int) -> Path:
+        return self.path / arr.path / arr.metadata.encode_chunk_key((chunk,) + (0,) * (arr.ndim - 1))
+
     def _read(self, arr: zarr.Array, sl: slice) -> np.ndarray:
+        """Rows `sl` of `arr`; a chunk file missing inside them (which zarr would read as zeros)
+        or one that does not decode is refused with the file and the rows."""
+        step = arr.chunks[0]
+        for c in range(sl.start // step, -(-sl.stop // step)):
+            key = self._chunk_file(arr, c)
+            if not key.is_file():
+                self._damaged(f"{key}: chunk file is missing (rows {c * step}-{(c + 1) * step - 1} of "
+                              f"{arr.path!r} would read as zeros)")
         try:
             return np.asarray(arr[sl])
         except Exception as e:
             bad = [line for line in self.verify() if f"/{arr.path}/" in line.replace(os.sep, "/")]
-            where = bad[0] if bad else f"{self.path / arr.path}: {type(e).__name__}: {e}"
-            raise StoreError(f"{where}. The store is damaged; `python -m dataset info --verify "
-                             f"{self.path}` lists every damaged chunk.") from None
+            self._damaged(bad[0] if bad else f"{self.path / arr.path}: {type(e).__name__}: {e}")
+
+    def _damaged(self, where: str):
+        raise StoreError(f"{where}. The store is damaged: `python -m dataset info --verify {self.path}` "
+                         f"lists every damaged chunk; {SKIP_HINT}") from None
 
     def _array(self, name: str, dtype, ndim: int) -> zarr.Array:
         meta = self.path / name / "zarr.json"

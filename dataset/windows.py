@@ -26,9 +26,14 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from dataset.batch import Batch, collate
 from dataset.controls import ControlSpec, SpecError
-from dataset.store import Store, StoreError, open_store
+from dataset.store import Episode, Store, StoreError, open_store
 
 SPLITS = ("train", "val", "all")
+
+
+class NoEpisodesError(StoreError):
+    """The split holds no episode (a store with one episode has no validation part)."""
+
 MODES = ("auto", "ram", "stream")
 
 
@@ -104,7 +109,10 @@ class WindowDataset(Dataset):
     def __init__(self, stores: list[str | Path | Store], context: int, split: str = "train",
                  val_fraction: float = 0.1, mode: str = "auto", expect_spec: ControlSpec | None = None,
                  as_float: bool = False, ram_limit_bytes: int | None = None,
-                 cache_chunks: int = 32) -> None:
+                 cache_chunks: int = 32, skip_damaged: bool = False) -> None:
+        """skip_damaged: leave out episodes that touch a missing or undecodable chunk (every chunk
+        is decoded once to find them; `skipped` then says what was left out). Otherwise damage
+        raises StoreError when it is read."""
         if context < 1:
             raise ValueError(f"context must be at least 1 frame, got {context}")
         if split not in SPLITS or mode not in MODES:
@@ -120,7 +128,8 @@ class WindowDataset(Dataset):
                 raise StoreError(f"{s.path}: frames are {s.width}x{s.height} but {opened[0].path} has "
                                  f"{opened[0].width}x{opened[0].height}; build both at one --size")
         self.fps = opened[0].fps
-        self._index_episodes(val_fraction)
+        self.skipped: list[str] = []
+        self._index_episodes(val_fraction, skip_damaged)
         nbytes = int(self.ep_len.sum()) * int(np.prod(self.frame_shape))
         if mode == "auto":
             mode = "ram" if nbytes <= (ram_limit_bytes or default_ram_limit()) else "stream"
@@ -143,7 +152,7 @@ class WindowDataset(Dataset):
                 raise StoreError(str(e)) from None
         return ref
 
-    def _index_episodes(self, val_fraction: float) -> None:
+    def _index_episodes(self, val_fraction: float, skip_damaged: bool) -> None:
         eps = [(k, e) for k, s in enumerate(self.stores) for e in s.episodes() if len(e) >= 2]
         if not eps:
             raise StoreError(f"{self.stores[0].path}: no episode has two frames or more")
@@ -151,8 +160,10 @@ class WindowDataset(Dataset):
         keep = {"train": ~is_val, "val": is_val, "all": np.ones(len(eps), bool)}[self.split]
         eps = [ep for ep, flag in zip(eps, keep) if flag]
         if not eps:
-            raise StoreError(f"no {self.split} episodes: the stores hold {len(is_val)} episode(s); "
-                             "record more episodes (pauses and resets start new ones) or use split='all'")
+            raise NoEpisodesError(f"no {self.split} episodes: the stores hold {len(is_val)} episode(s); "
+                                  "record more episodes (pauses and resets start new ones) or use split='all'")
+        if skip_damaged:  # after the split, so that the split of the other episodes is unchanged
+            eps = self._drop_damaged(eps)
         self.ep_store = np.array([k for k, _ in eps], np.int64)
         self.ep_local = np.array([e.start for _, e in eps], np.int64)
         self.ep_len = np.array([len(e) for _, e in eps], np.int64)
@@ -161,6 +172,20 @@ class WindowDataset(Dataset):
         self.targets = np.concatenate([np.arange(a + 1, a + n) for a, n in zip(self.ep_start, self.ep_len)])
         self.target_ep = np.repeat(np.arange(len(eps)), self.ep_len - 1)
         self.episodes = [(self.stores[k].path, e.start, e.stop) for k, e in eps]
+
+    def _drop_damaged(self, eps: list[tuple[int, Episode]]) -> list[tuple[int, Episode]]:
+        bad = {}
+        for k in sorted({k for k, _ in eps}):
+            episodes, lines = self.stores[k].damaged_episodes()
+            bad.update({(k, e.start): line for e, line in zip(episodes, lines)})
+        kept = [(k, e) for k, e in eps if (k, e.start) not in bad]
+        for k, e in eps:
+            if (k, e.start) in bad:
+                self.skipped.append(f"{self.stores[k].path}: skipped the {self.split} episode of frames "
+                                    f"{e.start}-{e.stop - 1}: {bad[k, e.start]}")
+        if not kept:
+            raise StoreError(f"every {self.split} episode touches damaged data; first: {self.skipped[0]}")
+        return kept
 
     def _load_actions(self) -> np.ndarray:
         return np.concatenate([self.stores[k].read_actions(a, a + n)

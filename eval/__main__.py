@@ -75,7 +75,11 @@ def _common(p: argparse.ArgumentParser, horizon: int, episodes: int) -> None:
                    help="recordings to evaluate on (default: the checkpoint's training stores, data.stores); "
                         "held-out episodes are the training run's own split (data.val_fraction)")
     p.add_argument("--out", required=True, help="report folder to write (e.g. reports/<name>)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing report folder")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing report folder (the old one stays until the new one is complete)")
+    p.add_argument("--skip-damaged", action="store_true",
+                   help="leave out episodes that touch a missing or damaged chunk, with a note that names "
+                        "them (default: refuse damaged data)")
     p.add_argument("--horizon", type=int, default=horizon,
                    help=f"steps generated per rollout, and frames measured per session episode (default: {horizon})")
     p.add_argument("--episodes", type=int, default=episodes,
@@ -246,7 +250,8 @@ def drift_inputs(args: argparse.Namespace, settings, device: torch.device) -> Dr
     run_model = model is not None and not args.session
     context = cfg.data.context if cfg else 1
     data = open_eval_data(stores, context, cfg.data.val_fraction if cfg else 0.1,
-                          model.spec if model is not None else None, heldout=run_model)
+                          model.spec if model is not None else None, heldout=run_model,
+                          skip_damaged=args.skip_damaged)
     inputs = DriftInputs(data, model, cfg, meta)
     if run_model:
         inputs.sampler = sampler_from(args, cfg)
@@ -274,10 +279,10 @@ def cmd_drift(args: argparse.Namespace) -> int:
 
     settings = settings_from(args)
     device = pick_device(args.device)
-    x = drift_inputs(args, settings, device)
     out = Path(args.out)
-    tmp = prepare_out(out, args.overwrite)
+    tmp = prepare_out(out, args.overwrite, args.data + args.session)
     try:
+        x = drift_inputs(args, settings, device)
         ref = build_reference(x.data, settings, device)
         ev = evaluate_model(x.model, x.sampler, ref, x.data, x.cases, settings, device) if x.cases else None
         sess = sessions(x.seqs, ref, settings) if x.seqs else []
@@ -317,11 +322,29 @@ def print_drift(m: dict, out: Path) -> None:
     print(f"report: {out / 'index.html'}")
 
 
-def cmd_sweep(args: argparse.Namespace) -> int:
+def sweep_models(args: argparse.Namespace, settings, device: torch.device) -> list:
     from eval.data import open_eval_data, rollout_cases
+    from eval.sweep import SweepModel
+
+    loaded = [(p, *load_checkpoint(p, device)) for p in args.checkpoint]
+    stores = args.data or loaded[0][2].data.stores
+    if not stores:
+        raise EvalError(f"{args.checkpoint[0]}: the checkpoint names no training stores; pass --data STORE...")
+    missing_training_stores(stores, args)
+    models = []
+    for path, model, cfg, meta in loaded:
+        check_data(stores, model, cfg, path)
+        data = open_eval_data(stores, cfg.data.context, loaded[0][2].data.val_fraction, model.spec,
+                              skip_damaged=args.skip_damaged)
+        models.append(SweepModel(path, int(meta.get("step", -1)), model, cfg, data,
+                                 rollout_cases(data, cfg.data.context, settings.horizon, settings.episodes)))
+    return models
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
     from eval.drift import build_reference
     from eval.report import command_line, finish_out, prepare_out, provenance, write_sweep_report
-    from eval.sweep import SweepModel, best, format_table, run_sweep
+    from eval.sweep import best, format_table, run_sweep
 
     settings = settings_from(args)
     if not args.context_noise or not args.steps:
@@ -331,20 +354,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if any(x < 0 for x in args.context_noise):
         raise EvalError(f"--context-noise {args.context_noise}: levels must be 0 or more")
     device = pick_device(args.device)
-    loaded = [(p, *load_checkpoint(p, device)) for p in args.checkpoint]
-    stores = args.data or loaded[0][2].data.stores
-    if not stores:
-        raise EvalError(f"{args.checkpoint[0]}: the checkpoint names no training stores; pass --data STORE...")
-    missing_training_stores(stores, args)
-    models = []
-    for path, model, cfg, meta in loaded:
-        check_data(stores, model, cfg, path)
-        data = open_eval_data(stores, cfg.data.context, loaded[0][2].data.val_fraction, model.spec)
-        models.append(SweepModel(path, int(meta.get("step", -1)), model, cfg, data,
-                                 rollout_cases(data, cfg.data.context, settings.horizon, settings.episodes)))
     out = Path(args.out)
-    tmp = prepare_out(out, args.overwrite)
+    tmp = prepare_out(out, args.overwrite, args.data)
     try:
+        models = sweep_models(args, settings, device)
         ref = build_reference(models[0].data, settings, device)
         if len({m.cfg.data.context for m in models}) > 1:
             ref.notes.append("the checkpoints have different contexts: each rolls out from its own first L frames")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dataset import ControlSpec, StoreError, open_store
-from dataset.windows import WindowDataset
+from dataset import ControlSpec, Store, open_store
+from dataset.windows import NoEpisodesError, WindowDataset
 from eval import EvalError
 
 
@@ -46,35 +46,38 @@ class EvalData:
         return tuple(self.heldout.frame_shape)
 
 
-def _windows(stores: list[str], context: int, split: str, val_fraction: float,
-             spec: ControlSpec | None) -> WindowDataset:
+def _windows(stores: list[Store], context: int, split: str, val_fraction: float,
+             spec: ControlSpec | None, skip_damaged: bool) -> WindowDataset:
     return WindowDataset(stores, context=context, split=split, val_fraction=val_fraction, mode="stream",
-                         expect_spec=spec)
+                         expect_spec=spec, skip_damaged=skip_damaged)
 
 
-def open_eval_data(stores: list[str], context: int, val_fraction: float,
-                   spec: ControlSpec | None = None, heldout: bool = True) -> EvalData:
-    """Open `stores` (StoreError names a bad one). With `heldout=False` every episode serves as
-    reference (sessions measured against the data, no model)."""
-    if not stores:
+def open_eval_data(paths: list[str], context: int, val_fraction: float,
+                   spec: ControlSpec | None = None, heldout: bool = True,
+                   skip_damaged: bool = False) -> EvalData:
+    """Open `paths` (StoreError names a bad one). With `heldout=False` every episode serves as
+    reference (sessions measured against the data, no model). With `skip_damaged`, episodes
+    that touch a damaged chunk are left out and a note says which."""
+    if not paths:
         raise EvalError("no data: pass --data STORE... (the checkpoint names no training stores)")
+    stores = [open_store(p) for p in paths]
     split, notes = "val", []
+    w = lambda ctx, sp: _windows(stores, ctx, sp, val_fraction, spec, skip_damaged)
     if heldout:
         try:
-            held = _windows(stores, context, "val", val_fraction, spec)
-        except StoreError as e:
-            if "no val episodes" not in str(e):
-                raise
+            held = w(context, "val")
+        except NoEpisodesError as e:
             split = "all"
             notes.append(f"no held-out episode in the data ({e}); every episode is used for both the "
                          "reference and the evaluation, so the figures are not on unseen data")
     else:
         split = "all"
     if split == "all":
-        held = _windows(stores, context, "all", val_fraction, spec)
-    pairs = _windows(stores, 1, split, val_fraction, spec)
-    train = _windows(stores, 1, "train" if split == "val" else "all", val_fraction, spec)
-    return EvalData([str(s) for s in stores], held, pairs, train, split, notes)
+        held = w(context, "all")
+    pairs = w(1, split)
+    train = w(1, "train" if split == "val" else "all")
+    notes += list(dict.fromkeys(held.skipped + train.skipped))
+    return EvalData([str(p) for p in paths], held, pairs, train, split, notes)
 
 
 def sample_items(n_items: int, n: int) -> np.ndarray:

@@ -9,9 +9,7 @@ so an interrupted evaluation never leaves a folder that looks complete.
 from __future__ import annotations
 
 import json
-import os
 import platform
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -19,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from dataset.outputs import OutputError, check_apart, move_into_place, start_partial
 from dataset.store import software_version
 from eval import EvalError
 from eval import html as H
@@ -33,8 +32,13 @@ REPORT_MARK = "metrics.json"
 
 # -- the folder -----------------------------------------------------------------------------------------
 
-def prepare_out(out: Path, overwrite: bool) -> Path:
-    """Check the target and return a fresh temporary folder beside it."""
+def prepare_out(out: Path, overwrite: bool, inputs: list[str] = ()) -> Path:
+    """Check the target (never one of the input stores, nor inside or around one) and return a
+    fresh temporary folder beside it; EvalError when it cannot be written there."""
+    try:
+        check_apart(out, list(inputs))
+    except OutputError as e:
+        raise EvalError(str(e)) from None
     if out.exists():
         if not out.is_dir():
             raise EvalError(f"{out}: exists and is a file; choose another --out")
@@ -43,18 +47,15 @@ def prepare_out(out: Path, overwrite: bool) -> Path:
                 raise EvalError(f"{out}: already exists; choose another --out or pass --overwrite")
             if not (out / REPORT_MARK).is_file():
                 raise EvalError(f"{out}: exists and is not an eval report (no {REPORT_MARK}); refusing to replace it")
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    return tmp
+    try:
+        return start_partial(out)
+    except OutputError as e:
+        raise EvalError(str(e)) from None
 
 
 def finish_out(tmp: Path, out: Path) -> Path:
-    """Move the finished report into place (replacing an old report)."""
-    if out.exists():
-        shutil.rmtree(out)
-    os.rename(tmp, out)
-    return out
+    """Move the finished report into place (an old report is swapped out, then removed)."""
+    return move_into_place(tmp, out)
 
 
 def write_json(path: Path, obj: dict) -> None:

@@ -57,8 +57,34 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 def _save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str] | None = None) -> None:
     save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(path), metadata=metadata)
+    os.chmod(path, 0o666 & ~_umask())  # safetensors writes 0600; a model is made to be shared
     with open(path, "rb") as f:
         os.fsync(f.fileno())
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def check_complete(path: Path) -> None:
+    """Refuse a safetensors file shorter (or longer) than its header says: a cut-short copy or
+    download, named as such rather than as a decoding error."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(n)) if 8 + n <= size else None
+    except (OSError, ValueError):
+        header = None
+    if header is None:
+        raise CheckpointError(f"{path}: not a safetensors file, or cut short inside its header ({size} bytes); "
+                              "copy or download it again")
+    end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+    if size < 8 + n + end:
+        raise CheckpointError(f"{path}: truncated: {size} bytes, but its header describes {8 + n + end}; "
+                              "the copy or download was cut short, so copy it again")
 
 
 # -- the slim model file -----------------------------------------------------------------------------
@@ -93,6 +119,7 @@ def load_model(path: str | Path, device: str | torch.device = "cpu",
                expect_spec: ControlSpec | None = None) -> tuple[Denoiser, Config, dict]:
     """Rebuild the model from a slim file (or a run folder); returns (model, config, metadata)."""
     path = resolve_model_path(path)
+    check_complete(path)
     try:
         with safe_open(str(path), framework="pt") as f:
             meta = f.metadata() or {}

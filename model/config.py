@@ -31,6 +31,9 @@ class DataConfig:
     """DataLoader worker processes (0: load in the training process)."""
     weighting: Literal["window", "episode"] = "window"
     """Sample windows uniformly, or every episode equally often."""
+    skip_damaged: bool = False
+    """Leave out episodes that touch a missing or damaged chunk (and say which), instead of
+    refusing the data. Every chunk is decoded once at the start to find them."""
 
 
 @dataclass
@@ -119,11 +122,13 @@ class TrainConfig:
     """torch CPU threads (0: torch's default)."""
     log_every: int = 10
     eval_every: int = 500
+    """Steps between validation figures (0 = only at the end)."""
     eval_batches: int = 4
     sample_every: int = 1000
     """Steps between sample grids and a short rollout video in the run folder (0 = never)."""
     rollout_frames: int = 32
     save_every: int = 500
+    """Steps between checkpoints (0 = only at the end)."""
     keep_checkpoints: int = 3
 
 
@@ -230,11 +235,19 @@ def apply_override(data: dict, text: str) -> None:
         if i == len(parts) - 1:
             if dataclasses.is_dataclass(tp):
                 raise ConfigError(f"override {text!r}: {key} is a section; set one of its keys")
-            node[part] = yaml.safe_load(raw)
+            try:
+                value = yaml.safe_load(raw)
+            except yaml.YAMLError:
+                raise ConfigError(f"override {text!r}: the value is not valid YAML") from None
+            _convert(tp, value, f"override {text!r}", key)  # blame the override, not the file
+            node[part] = value
         else:
             if not dataclasses.is_dataclass(tp):
                 raise ConfigError(f"override {text!r}: {'.'.join(parts[:i + 1])} is not a section")
             node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {text!r}: {'.'.join(parts[:i + 1])} in the config file is "
+                                  f"{node!r}, not a section of keys")
             cls = tp
 
 
@@ -251,7 +264,12 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
             data = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError as e:
             raise ConfigError(f"{path}: not valid YAML: {e}") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path}: cannot be read ({e})") from None
         where = str(path)
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a mapping of sections (data:, model:, train: ...), got a "
+                              f"YAML {type(data).__name__}; see configs/tiny.yaml")
     for text in overrides:
         apply_override(data, text)
     cfg = from_dict(Config, data, where)
@@ -265,7 +283,9 @@ def check(cfg: Config) -> None:
     rules = [
         (1 <= d.context <= 16, "data.context must be between 1 and 16"),
         (0 <= d.val_fraction < 1, "data.val_fraction must be in [0, 1)"),
-        (len(m.channels) >= 1 and all(c > 0 and c % m.groups == 0 for c in m.channels),
+        (len(m.channels) >= 1, "model.channels is empty; give one width per level, e.g. [32, 64, 128]"),
+        (m.groups >= 1, "model.groups must be at least 1"),
+        (all(c > 0 and c % max(1, m.groups) == 0 for c in m.channels),
          f"model.channels must be positive multiples of model.groups ({m.groups})"),
         (all(0 <= lv < len(m.channels) for lv in m.attention_levels),
          f"model.attention_levels must be level numbers below {len(m.channels)}"),
@@ -276,6 +296,17 @@ def check(cfg: Config) -> None:
         (cfg.train.steps >= 1 and cfg.train.batch_size >= 1 and cfg.train.grad_accum >= 1,
          "train.steps, train.batch_size and train.grad_accum must be at least 1"),
         (cfg.train.keep_checkpoints >= 1, "train.keep_checkpoints must be at least 1"),
+        (cfg.train.log_every >= 1, "train.log_every must be at least 1 (steps between log lines)"),
+        (cfg.train.eval_every >= 0, "train.eval_every must be 0 (never) or a number of steps"),
+        (cfg.train.eval_batches >= 1, "train.eval_batches must be at least 1"),
+        (cfg.train.sample_every >= 0, "train.sample_every must be 0 (never) or a number of steps"),
+        (cfg.train.rollout_frames >= 1, "train.rollout_frames must be at least 1"),
+        (cfg.train.save_every >= 0, "train.save_every must be 0 (only at the end) or a number of steps"),
+        (cfg.train.threads >= 0, "train.threads must be 0 (torch's default) or more"),
+        (cfg.data.num_workers >= 0, "data.num_workers must be 0 or more"),
+        (cfg.optim.lr > 0, "optim.lr must be positive"),
+        (cfg.optim.warmup_steps >= 0, "optim.warmup_steps must be 0 or more"),
+        (cfg.optim.grad_clip >= 0, "optim.grad_clip must be 0 (off) or more"),
         (0 <= cfg.optim.ema_decay < 1, "optim.ema_decay must be in [0, 1)"),
         (bool(cfg.name) and "/" not in cfg.name, "name must be a plain folder name"),
     ]

@@ -10,7 +10,7 @@ import yaml
 from dataset.controls import SpecError
 from dataset.__main__ import parse_size
 from dataset.store import StoreError
-from record.env import POLICIES, EnvRecording, Recorder
+from record.env import POLICIES, EnvError, EnvRecording, Recorder
 from record.screen import RecordError, ScreenRecorder, ScreenRecording
 
 
@@ -89,9 +89,9 @@ def cmd_env(args: argparse.Namespace) -> int:
                        overwrite=args.overwrite, env_kwargs=dict(args.env_kwarg))
     try:
         out = Recorder(rec).run(progress=not args.quiet)
-    except StoreError as e:
+    except (StoreError, EnvError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return 2
     except KeyboardInterrupt:
         print(f"\nstopped; the store at {rec.out} holds what was recorded", file=sys.stderr)
         return 130
@@ -166,7 +166,7 @@ def cmd_screen(args: argparse.Namespace) -> int:
         ScreenRecorder(rec).run()
     except (RecordError, StoreError, SpecError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return 2
     except KeyboardInterrupt:
         print(f"\ninterrupted; the store at {rec.out} holds what was flushed", file=sys.stderr)
         return 130

@@ -15,6 +15,10 @@ from dataset.controls import CONTINUOUS, Control, ControlSpec
 from dataset.store import StoreWriter
 from record.policies import KeyboardPolicy, RandomPolicy, StickyPolicy, StopRecording, parse_keymap
 
+class EnvError(ValueError):
+    """A game or policy that cannot be used; the message names the option and the fix."""
+
+
 ATARI_HZ = 60.0  # the Atari 2600 emulator's native frame rate
 POLICIES = ("random", "sticky", "keyboard")
 
@@ -61,7 +65,10 @@ def make_env(rec: EnvRecording) -> tuple[gym.Env, bool]:
     try:
         env = gym.make(rec.env_id, **kwargs)
     except gym.error.Error as e:
-        raise SystemExit(f"error: cannot make env {rec.env_id!r}: {e}") from None
+        raise EnvError(f"--env {rec.env_id}: cannot make this game: {e}") from None
+    except ImportError as e:  # the module:Id form names a module that is not installed
+        raise EnvError(f"--env {rec.env_id}: {e}; install the package that provides it, or check the "
+                       "module name before the colon") from None
     if _is_image_space(env.observation_space):
         return env, False
     env.close()
@@ -93,10 +100,10 @@ def env_spec(env: gym.Env, env_id: str) -> ControlSpec:
     if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
         lo, hi = np.broadcast_to(space.low, space.shape), np.broadcast_to(space.high, space.shape)
         if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
-            raise SystemExit(f"error: {env_id}: unbounded continuous actions cannot be stored")
+            raise EnvError(f"{env_id}: unbounded continuous actions cannot be stored")
         return ControlSpec(tuple(Control(f"axis_{i}", CONTINUOUS, "", float(lo[i]), float(hi[i]))
                                  for i in range(space.shape[0])), name=env_id)
-    raise SystemExit(f"error: {env_id}: action space {space} is not supported "
+    raise EnvError(f"{env_id}: action space {space} is not supported "
                      "(Discrete, MultiBinary or a 1-d Box)")
 
 
@@ -133,13 +140,13 @@ def make_policy(rec: EnvRecording, env: gym.Env, fps: float):
     if rec.policy == "keyboard":
         meanings = action_meanings(env)
         if not meanings:
-            raise SystemExit("error: --policy keyboard needs a game with discrete actions")
+            raise EnvError("--policy keyboard needs a game with discrete actions")
         try:
             keymap = parse_keymap(rec.keys, meanings) if rec.keys else None
             return KeyboardPolicy(meanings, fps, keymap, title=f"dreamcade record: {rec.env_id}")
         except ValueError as e:
-            raise SystemExit(f"error: {e}") from None
-    raise SystemExit(f"error: unknown policy {rec.policy!r}; choose one of {POLICIES}")
+            raise EnvError(f"--keys: {e}") from None
+    raise EnvError(f"unknown policy {rec.policy!r}; choose one of {POLICIES}")
 
 
 class Recorder:

@@ -27,7 +27,7 @@ class Contexts:
              val_fraction: float, seed: int | None) -> Contexts:
         """Every episode of `data` when given, else the validation episodes of a checkpoint's
         training stores (split as training split them; all episodes when none is held out)."""
-        from dataset import WindowDataset
+        from dataset.windows import NoEpisodesError, WindowDataset
 
         if data is not None:
             s = open_store(data, expect_spec=spec)
@@ -42,7 +42,7 @@ class Contexts:
         kw = dict(context=context, val_fraction=val_fraction, mode="stream", expect_spec=spec)
         try:
             ds = WindowDataset(train_stores, split="val", **kw)
-        except StoreError:
+        except NoEpisodesError:  # one episode: nothing was held out, start from it
             ds = WindowDataset(train_stores, split="all", **kw)
         return cls([(Path(p), a, b) for p, a, b in ds.episodes], context, seed)
 

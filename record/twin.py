@@ -56,9 +56,8 @@ class RealGame:
                            size=first_size)
         try:
             recorder = Recorder(rec)
-        except (SystemExit, Exception) as e:  # not installed, or the game fails to start
-            text = str(e.code if isinstance(e, SystemExit) else e).removeprefix("error: ")
-            return None, f"no real game: {text}"
+        except Exception as e:  # not installed, or the game fails to start
+            return None, f"no real game: {e}"
         diff = recorder.spec.differences(spec)
         if diff:
             recorder.env.close()

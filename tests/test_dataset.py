@@ -159,7 +159,7 @@ def test_build_cli(tmp_path):
     assert "wrote" in out and "30 frames in 2 episodes at 8x8, 15 fps" in out
     proc = run_cli("-m", "dataset", "build", str(tmp_path / "raw.zarr"), "--out", str(tmp_path / "u.zarr"),
                    "--size", "8x8", "--crop", "0,0,99,99", check=False)
-    assert proc.returncode == 1 and "does not fit inside its 16x16 frames" in proc.stderr
+    assert proc.returncode == 2 and "does not fit inside its 16x16 frames" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert "--drop-idle" in run_cli("-m", "dataset", "build", "--help").stdout
 

@@ -4,7 +4,6 @@ real Atari recording: the report folder, sessions without ground truth, refusals
 import json
 
 import imageio.v3 as iio
-import numpy as np
 import pytest
 import torch
 

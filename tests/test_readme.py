@@ -3,7 +3,6 @@ appears in that help. Make targets exist. So the README cannot drift from the co
 
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 

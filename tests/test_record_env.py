@@ -1,6 +1,5 @@
 """Recording real Atari games (ale-py ships the ROMs) with the bots and with the keyboard."""
 
-import os
 
 import cv2
 import gymnasium as gym
@@ -67,7 +66,7 @@ def test_random_policy_and_info_on_pong(tmp_path):
     assert "frames    200" in info and "exclusive (one-hot)" in info
     # recording again to the same place needs --overwrite
     proc = run_cli("-m", "record", "env", "--steps", "10", "--out", str(out), check=False)
-    assert proc.returncode == 1 and "already exists" in proc.stderr
+    assert proc.returncode == 2 and "already exists" in proc.stderr
 
 
 def test_non_image_game_is_recorded_through_render(tmp_path):

@@ -591,14 +591,14 @@ def test_a_bad_profile_names_the_file_and_the_field(case, tmp_path, capsys):
     text, message = BAD_PROFILES[case]
     (tmp_path / "bad.toml").write_text(text)
     out = tmp_path / "x.zarr"
-    assert record_main(["screen", "--controls", str(tmp_path / "bad.toml"), "--out", str(out)]) == 1
+    assert record_main(["screen", "--controls", str(tmp_path / "bad.toml"), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and re.search(message, err), err
     assert not out.exists()
 
 
 def test_missing_profile_and_bad_options(tmp_path, capsys):
-    assert record_main(["screen", "--controls", str(tmp_path / "nope.toml"), "--out", str(tmp_path / "x.zarr")]) == 1
+    assert record_main(["screen", "--controls", str(tmp_path / "nope.toml"), "--out", str(tmp_path / "x.zarr")]) == 2
     assert "nope.toml: no such control profile" in capsys.readouterr().err
     for args, message in ((["--region", "1,2,3"], "--region: .*expected X,Y,WIDTH,HEIGHT"),
                           (["--region", "0,0,0,10"], "--region: .*must be positive"),
@@ -608,7 +608,7 @@ def test_missing_profile_and_bad_options(tmp_path, capsys):
             record_main(["screen", "--out", str(tmp_path / "x.zarr"), *args])
         assert e.value.code == 2
         assert re.search(message, capsys.readouterr().err)
-    assert record_main(["screen", "--out", str(tmp_path / "x.zarr"), "--fps", "0"]) == 1
+    assert record_main(["screen", "--out", str(tmp_path / "x.zarr"), "--fps", "0"]) == 2
     assert "--fps must be in (0, 240]" in capsys.readouterr().err
 
 
@@ -617,7 +617,7 @@ def test_no_display_is_a_clear_error(monkeypatch, tmp_path, capsys):
         pytest.skip("DISPLAY is X11's")
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
-    assert record_main(["screen", "--out", str(tmp_path / "x.zarr")]) == 1
+    assert record_main(["screen", "--out", str(tmp_path / "x.zarr")]) == 2
     err = capsys.readouterr().err
     assert "error: cannot capture the screen (DISPLAY is not set)" in err and "Traceback" not in err
     assert not (tmp_path / "x.zarr").exists()
@@ -626,11 +626,11 @@ def test_no_display_is_a_clear_error(monkeypatch, tmp_path, capsys):
 def test_region_off_screen_and_missing_window_are_clear_errors(xvfb, monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("DISPLAY", xvfb.display)
     out = tmp_path / "x.zarr"
-    assert record_main(["screen", "--out", str(out), "--region", "600,0,100,100"]) == 1
+    assert record_main(["screen", "--out", str(out), "--region", "600,0,100,100"]) == 2
     assert "--region 600,0,100,100: extends past the screen (640x480 at 0,0)" in capsys.readouterr().err
-    assert record_main(["screen", "--out", str(out), "--window", "no such game"]) == 1
+    assert record_main(["screen", "--out", str(out), "--window", "no such game"]) == 2
     assert "--window 'no such game': no window's title or class contains it" in capsys.readouterr().err
-    assert record_main(["screen", "--out", str(out), "--monitor", "5"]) == 1
+    assert record_main(["screen", "--out", str(out), "--monitor", "5"]) == 2
     assert "--monitor 5: this screen has 1 monitor(s)" in capsys.readouterr().err
     assert not out.exists()
 
