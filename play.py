@@ -156,7 +156,7 @@ class Player:
                   "sampler": {"steps": s.steps, "context_noise": s.context_noise, "method": s.method}}
         self.session = Session(path, self.env.model.spec, self.contexts.first.fps, (w, h), source)
         L = self.env.L
-        ctx = WorldModelEnv.frames_uint8(self.env.frames[0]).numpy()
+        ctx = self.env.frames_uint8()[0]
         keep = self.env.mask[0].cpu().numpy()
         self.session.begin(ctx[keep], self.env.actions[0, : L - 1].cpu().numpy()[keep[:-1]], time.monotonic())
         self.say(f"saving the session to {path}")

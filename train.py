@@ -32,6 +32,8 @@ from model.denoiser import Denoiser
 from model.device import configure, resolve_device
 from model.ema import make_ema, update_ema
 from model.env import WorldModelEnv
+from model.sampler import next_frame
+from dataset.pixels import model_to_hwc
 
 
 class LossModule(torch.nn.Module):
@@ -109,7 +111,7 @@ def evaluate(model: Denoiser, ds: WindowDataset, cfg: Config, device: torch.devi
         losses.append(model.loss(batch, generator=g).item())
         L = cfg.data.context
         frames = batch.frames_float()
-        nxt = model.generate(frames[:, :L], batch.actions[:, :L], batch.mask[:, :L], cfg.sampler, g)
+        nxt = next_frame(model, frames[:, :L], batch.actions[:, :L], batch.mask[:, :L], cfg.sampler, g)
         p_model.append(psnr(nxt, frames[:, L]))
         p_last.append(psnr(frames[:, L - 1], frames[:, L]))
         s_model.append(ssim(nxt, frames[:, L]))
@@ -128,8 +130,8 @@ def save_samples(model: Denoiser, ds: WindowDataset, cfg: Config, device: torch.
     batch = ds.__getitems__(items).to(device)
     frames = batch.frames_float()
     g = torch.Generator(device).manual_seed(0)
-    gen = model.generate(frames[:, :L], batch.actions[:, :L], batch.mask[:, :L], cfg.sampler, g)
-    hwc = lambda x: WorldModelEnv.frames_uint8(x).numpy()
+    gen = next_frame(model, frames[:, :L], batch.actions[:, :L], batch.mask[:, :L], cfg.sampler, g)
+    hwc = lambda x: model_to_hwc(x).numpy()
     rows = [upscale(hwc(frames[:, L - 1]), 4), upscale(hwc(gen), 4), upscale(hwc(frames[:, L]), 4)]
     write_image(out / f"grid_{step:08d}.png", grid(rows))
     # rollout from the start of the longest episode, with its recorded actions

@@ -17,6 +17,7 @@ from dataset import Control, ControlSpec
 from dataset.batch import Batch
 from model.config import load_config
 from model.denoiser import Denoiser
+from model.sampler import next_frame
 from model.device import configure
 
 SIZES = {"demo": 32, "atari-64": 64, "screen-64": 64}
@@ -47,11 +48,11 @@ def next_frame_ms(preset, device, precision="auto", channels_last=True, inferenc
     mode = torch.inference_mode() if inference else torch.no_grad()
     with mode:
         for _ in range(3 if not compile else 5):
-            model.generate(ctx, act, None, cfg.sampler, g)
+            next_frame(model, ctx, act, None, cfg.sampler, g)
         sync(device)
         t0 = time.perf_counter()
         for _ in range(repeats):
-            model.generate(ctx, act, None, cfg.sampler, g)
+            next_frame(model, ctx, act, None, cfg.sampler, g)
         sync(device)
     return (time.perf_counter() - t0) / repeats * 1000
 

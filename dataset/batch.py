@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from dataset.pixels import to_model
+
 
 @dataclass
 class Batch:
@@ -36,7 +38,7 @@ class Batch:
     def frames_float(self) -> torch.Tensor:
         """Frames as float32 in [-1, 1]."""
         if self.frames.dtype == torch.uint8:
-            return self.frames.float().div(127.5).sub(1.0)
+            return to_model(self.frames)
         return self.frames.float()
 
     @staticmethod

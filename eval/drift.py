@@ -19,7 +19,8 @@ from eval.data import (EvalData, RolloutCase, SessionSequence, sample_frames, sa
 from eval.health import FrameHealth, HealthReference, chunk_size, drift_score, frame_health
 from eval.idm import ActionLabels, IdmResult, correct, train_idm
 from eval.metrics import mse, psnr, psnr_from_mse, ssim
-from eval.rollout import FramePredictor, MeanFrame, RepeatLast, one_step, open_loop
+from eval.rollout import MeanFrame, RepeatLast, one_step, open_loop
+from model.env import Predictor
 from eval.summary import num, pad, stats
 from model.config import SamplerConfig
 from model.env import WorldModelEnv
@@ -113,7 +114,7 @@ class OneStep:
                 for name, s in self.scores.items()}
 
 
-def teacher_forced(predictors: dict[str, FramePredictor], data: EvalData, sampler: SamplerConfig,
+def teacher_forced(predictors: dict[str, Predictor], data: EvalData, sampler: SamplerConfig,
                    settings: DriftSettings, device: torch.device | str) -> OneStep:
     """Predict the last frame of `settings.windows` held-out windows from their real past, with
     each predictor (the first is the model: its predictions become the samples)."""
@@ -139,7 +140,7 @@ def teacher_forced(predictors: dict[str, FramePredictor], data: EvalData, sample
 
 # -- open-loop rollouts ------------------------------------------------------------------------------------
 
-def generate(predictor: FramePredictor, cases: list[RolloutCase], sampler: SamplerConfig,
+def generate(predictor: Predictor, cases: list[RolloutCase], sampler: SamplerConfig,
              settings: DriftSettings, device: torch.device | str, desc: str | None = "rollout") -> list[np.ndarray]:
     """Roll every case out through WorldModelEnv, `settings.batch` episodes at a time: one
     uint8 [T, H, W, 3] array per case, T = the length of its actions."""
@@ -195,7 +196,7 @@ class Rollouts:
     """Generated frames per second of wall time, all episodes of a batch together."""
 
 
-def rollouts(model: FramePredictor, cases: list[RolloutCase], sampler: SamplerConfig, ref: Reference,
+def rollouts(model: Predictor, cases: list[RolloutCase], sampler: SamplerConfig, ref: Reference,
              settings: DriftSettings, device: torch.device | str) -> Rollouts:
     """Roll out the model (and the frozen-frame baseline) and measure everything."""
     t0 = time.perf_counter()
@@ -255,7 +256,7 @@ class ModelEval:
     rollouts: Rollouts
 
 
-def evaluate_model(model: FramePredictor, sampler: SamplerConfig, ref: Reference, data: EvalData,
+def evaluate_model(model: Predictor, sampler: SamplerConfig, ref: Reference, data: EvalData,
                    cases: list[RolloutCase], settings: DriftSettings, device: torch.device | str) -> ModelEval:
     """Teacher-forced figures on `data`'s held-out windows (model, repeat-last, mean frame) and
     the rollouts of `cases`, for one model (`data` built with the model's context)."""

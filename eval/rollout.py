@@ -1,9 +1,7 @@
 """Generating frames for evaluation through the one rollout object, WorldModelEnv.
 
-Two small protocols say what eval needs, so a stand-in can take the model's place:
-`FramePredictor` is what WorldModelEnv drives (the Denoiser satisfies it: `context`, `spec`,
-`eval()`, `generate(...)`), and `RolloutEnv` is what an open-loop rollout steps (WorldModelEnv
-satisfies it). The baselines below are predictors too, so they run through the very same code.
+The baselines below are predictors (model.env.Predictor), so they run through the very same
+code as the model: the env, the one-step evaluation, the rollouts.
 """
 
 from __future__ import annotations
@@ -16,22 +14,10 @@ from tqdm import tqdm
 
 from dataset.batch import Batch
 from dataset.controls import ControlSpec
+from dataset.pixels import hwc_to_model, model_to_hwc
 from model.config import SamplerConfig
-from model.env import WorldModelEnv
-
-
-class FramePredictor(Protocol):
-    """Predicts the next frame from L past frames and the actions held after each."""
-
-    context: int
-    spec: ControlSpec
-
-    def eval(self) -> FramePredictor: ...
-
-    def generate(self, context: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None,
-                 sampler: SamplerConfig, generator: torch.Generator | None = None) -> torch.Tensor:
-        """context float [B, L, 3, H, W] in [-1, 1], actions [B, L, A] -> [B, 3, H, W] in [-1, 1]."""
-        ...
+from model.denoiser import Denoiser
+from model.env import Predictor, predict_next
 
 
 class RolloutEnv(Protocol):
@@ -52,10 +38,7 @@ class RepeatLast:
     def __init__(self, spec: ControlSpec, context: int) -> None:
         self.spec, self.context = spec, context
 
-    def eval(self) -> RepeatLast:
-        return self
-
-    def generate(self, context, actions, mask, sampler, generator=None) -> torch.Tensor:
+    def next_frame(self, context, actions, mask, sampler, generator=None) -> torch.Tensor:
         return context[:, -1].clone()
 
 
@@ -64,21 +47,21 @@ class MeanFrame(RepeatLast):
 
     def __init__(self, spec: ControlSpec, context: int, frame: np.ndarray) -> None:
         super().__init__(spec, context)
-        self.frame = torch.from_numpy(np.asarray(frame, np.uint8)).permute(2, 0, 1).float() / 127.5 - 1
+        self.frame = hwc_to_model(np.asarray(frame, np.uint8))
 
-    def generate(self, context, actions, mask, sampler, generator=None) -> torch.Tensor:
+    def next_frame(self, context, actions, mask, sampler, generator=None) -> torch.Tensor:
         return self.frame.to(context.device).expand(context.shape[0], -1, -1, -1).clone()
 
 
-def one_step(predictor: FramePredictor, batch: Batch, sampler: SamplerConfig,
+def one_step(predictor: Denoiser | Predictor, batch: Batch, sampler: SamplerConfig,
              generator: torch.Generator | None = None) -> torch.Tensor:
     """Teacher-forced prediction of each window's last frame from its real past: uint8
     [B, H, W, 3] on the CPU. `batch` holds windows of L+1 steps on the predictor's device."""
     L = predictor.context
     frames = batch.frames_float()
     with torch.no_grad():
-        out = predictor.generate(frames[:, :L], batch.actions[:, :L], batch.mask[:, :L], sampler, generator)
-    return WorldModelEnv.frames_uint8(out)
+        out = predict_next(predictor, frames[:, :L], batch.actions[:, :L], batch.mask[:, :L], sampler, generator)
+    return model_to_hwc(out)
 
 
 def open_loop(env: RolloutEnv, context: np.ndarray, context_actions: np.ndarray, actions: np.ndarray,

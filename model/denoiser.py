@@ -1,5 +1,5 @@
-"""The preconditioned denoiser D(x; sigma, context, actions) around the network F, its
-training loss with context noise augmentation, and next-frame generation."""
+"""The preconditioned denoiser D(x; sigma, context, actions) around the network F, and its
+training loss with context noise augmentation. Sampling it into frames: model/sampler.py."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from dataset.batch import Batch
 from dataset.controls import ControlSpec
 from model import edm
 from model.conditioning import Conditioner
-from model.config import DiffusionConfig, NetworkConfig, SamplerConfig
-from model.sampler import quantize, sample
+from model.config import DiffusionConfig, NetworkConfig
 from model.unet import UNet
 
 
@@ -81,27 +80,6 @@ class Denoiser(nn.Module):
         out = self.inner(x, sigma, context, ctx_sigma, actions, mask)
         target_f = (target - edm.c_skip(s, cfg.sigma_data) * x) / edm.c_out(s, cfg.sigma_data)
         return ((out - target_f) ** 2).mean()
-
-    @torch.no_grad()
-    def generate(self, context: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None,
-                 sampler: SamplerConfig, generator: torch.Generator | None = None,
-                 context_noise: float | None = None) -> torch.Tensor:
-        """The next frame after `context` [B, L, 3, H, W] (in [-1, 1]) under `actions` [B, L, A]:
-        sampled in sampler.steps steps and rounded to 8-bit levels; [B, 3, H, W]."""
-        b, L, c, h, w = context.shape
-        dev = context.device
-        mask = torch.ones(b, L, dtype=torch.bool, device=dev) if mask is None else mask
-        level = sampler.context_noise if context_noise is None else context_noise
-        level = min(max(level, 0.0), self.cfg.context_noise_max)
-        ctx_sigma = torch.full((b,), level, device=dev)
-        sigmas = edm.karras_sigmas(sampler.steps, sampler.sigma_min, sampler.sigma_max, sampler.rho).to(dev)
-        noise = torch.randn((b, c, h, w), device=dev, generator=generator)
-        base = self.base(context)
-        if level > 0:
-            context = context + level * torch.randn(context.shape, device=dev, generator=generator)
-        x = sample(lambda x, s: self(x, s, context, ctx_sigma, actions, mask), noise, sigmas,
-                   sampler.method, sampler.churn, generator)
-        return quantize((base + x).clamp(-1, 1))
 
     def base(self, context: torch.Tensor) -> torch.Tensor:
         """What the diffused quantity is relative to: the clean last past frame (residual) or 0."""

@@ -7,12 +7,22 @@ import torch
 from model.denoiser import Denoiser
 
 
+DEVICES = ("auto", "cpu", "cuda")
+
+
+class DeviceError(ValueError):
+    """A device that is not here; the message says what to use instead."""
+
+
 def resolve_device(name: str = "auto") -> torch.device:
+    """auto: CUDA when torch sees it, else the CPU; cuda without a GPU is a DeviceError."""
+    if name not in DEVICES:
+        raise DeviceError(f"device {name!r}: choose one of {', '.join(DEVICES)}")
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("error: --device cuda, but torch sees no CUDA GPU (CPU build of torch, or no "
-                         "driver); use --device cpu or install a CUDA build of torch")
+        raise DeviceError("--device cuda, but torch sees no CUDA GPU (CPU build of torch, or no "
+                          "driver); use --device cpu or install a CUDA build of torch")
     return torch.device(name)
 
 

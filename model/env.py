@@ -1,22 +1,44 @@
 """The world-model environment: reset from real context, then step(action) -> next frame.
-The one rollout object for play.py and eval (DIAMOND's WorldModelEnv), batched."""
+The one rollout object for play.py, eval and train's samples (DIAMOND's WorldModelEnv), batched.
+
+It drives a Denoiser through the sampler (model.sampler.next_frame), or any predictor with a
+`next_frame(context, actions, mask, sampler, generator)` method and `context` and `spec`
+attributes (eval's baselines: repeat the last frame, the mean frame).
+"""
 
 from __future__ import annotations
+
+from typing import Protocol
 
 import numpy as np
 import torch
 
+from dataset.controls import ControlSpec
+from dataset.pixels import hwc_to_model, model_to_hwc
 from model.config import SamplerConfig
 from model.denoiser import Denoiser
-from model.sampler import to_uint8
+from model.sampler import next_frame
 
 
-def _frames_in(frames, device: torch.device) -> torch.Tensor:
-    """uint8 frames [B, L, H, W, 3] (numpy or torch) -> float [B, L, 3, H, W] in [-1, 1]."""
-    t = torch.as_tensor(np.asarray(frames) if not torch.is_tensor(frames) else frames)
-    if t.dtype != torch.uint8 or t.shape[-1] != 3:
-        raise ValueError(f"frames must be uint8 [..., H, W, 3], got {t.dtype} {list(t.shape)}")
-    return t.to(device).permute(0, 1, 4, 2, 3).float().div(127.5).sub(1.0)
+class Predictor(Protocol):
+    """Predicts the next frame from L past frames and the actions held after each."""
+
+    context: int
+    spec: ControlSpec
+
+    def next_frame(self, context: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None,
+                   sampler: SamplerConfig, generator: torch.Generator | None = None) -> torch.Tensor:
+        """context float [B, L, 3, H, W] in [-1, 1], actions [B, L, A] -> [B, 3, H, W] in [-1, 1]."""
+        ...
+
+
+def predict_next(model: Denoiser | Predictor, context: torch.Tensor, actions: torch.Tensor,
+                 mask: torch.Tensor | None, sampler: SamplerConfig,
+                 generator: torch.Generator | None = None) -> torch.Tensor:
+    """The next frame [B, 3, H, W] from a Denoiser (sampled) or a Predictor."""
+    if isinstance(model, Denoiser):
+        return next_frame(model, context, actions, mask, sampler, generator)
+    return model.next_frame(context, actions, mask, sampler, generator)
 
 
 class WorldModelEnv:
@@ -27,9 +49,10 @@ class WorldModelEnv:
     changed between steps.
     """
 
-    def __init__(self, model: Denoiser, sampler: SamplerConfig, device: torch.device | str = "cpu",
+    def __init__(self, model: Denoiser | Predictor, sampler: SamplerConfig, device: torch.device | str = "cpu",
                  seed: int | None = None) -> None:
-        self.model, self.sampler = model.eval(), SamplerConfig(**vars(sampler))
+        self.model = model.eval() if isinstance(model, torch.nn.Module) else model
+        self.sampler = SamplerConfig(**vars(sampler))
         self.device = torch.device(device)
         self.L, self.A = model.context, len(model.spec)
         self.generator = torch.Generator(self.device)
@@ -56,12 +79,12 @@ class WorldModelEnv:
             raise ValueError(f"the model needs {self.L} context frames, got {L}")
         if actions.shape[1] not in (L - 1, L) or actions.shape[2] != self.A:
             raise ValueError(f"actions must be [B, {L - 1}, {self.A}], got {list(actions.shape)}")
-        self.frames = _frames_in(frames, self.device)
+        self.frames = hwc_to_model(frames, self.device)
         self.actions = torch.zeros(b, L, self.A, device=self.device)
         self.actions[:, : L - 1] = actions[:, : L - 1].to(self.device).float()
         self.mask = (torch.ones(b, L, dtype=torch.bool) if mask is None else torch.as_tensor(mask)).to(self.device)
         self.t = 0
-        return self.frames_uint8(self.frames[:, -1])
+        return model_to_hwc(self.frames[:, -1])
 
     @torch.inference_mode()
     def step(self, action) -> torch.Tensor:
@@ -72,14 +95,13 @@ class WorldModelEnv:
         a = torch.as_tensor(np.asarray(action, np.float32) if not torch.is_tensor(action) else action)
         a = a.to(self.device).float().reshape(-1, self.A).expand(self.batch_size, self.A)
         self.actions[:, -1] = a
-        nxt = self.model.generate(self.frames, self.actions, self.mask, self.sampler, self.generator)
+        nxt = predict_next(self.model, self.frames, self.actions, self.mask, self.sampler, self.generator)
         self.frames = torch.cat([self.frames[:, 1:], nxt[:, None]], dim=1)  # [B, L, 3, H, W]
         self.actions = torch.cat([self.actions[:, 1:], torch.zeros_like(self.actions[:, :1])], dim=1)
         self.mask = torch.cat([self.mask[:, 1:], torch.ones_like(self.mask[:, :1])], dim=1)
         self.t += 1
-        return self.frames_uint8(nxt)
+        return model_to_hwc(nxt)
 
-    @staticmethod
-    def frames_uint8(x: torch.Tensor) -> torch.Tensor:
-        """float [B, 3, H, W] in [-1, 1] -> uint8 [B, H, W, 3] on the CPU."""
-        return to_uint8(x).permute(0, 2, 3, 1).cpu()
+    def frames_uint8(self) -> np.ndarray:
+        """The context now held, uint8 [B, L, H, W, 3]."""
+        return model_to_hwc(self.frames).numpy()

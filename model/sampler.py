@@ -1,17 +1,56 @@
-"""Sampling loops over a denoiser D(x, sigma): Euler or Heun on a Karras schedule, with
-optional stochastic churn (Karras et al. 2022, Alg. 2)."""
+"""Sampling: the loops over a denoiser D(x, sigma) (Euler or Heun on a Karras schedule, with
+optional stochastic churn; Karras et al. 2022, Alg. 2), and the next frame of a world model,
+which owns everything around them: the schedule, the noise, the context-noise level, the
+residual base and the rounding to 8-bit levels. The sampler settings' rules live here too.
+"""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Callable
 
 import torch
 
-from model.edm import euler_step
+from dataset.pixels import quantize
+from model import edm
+from model.config import SamplerConfig
 
 Denoise = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+STEPS = (1, 10)  # sampler steps per frame, lowest and highest
 
+
+class SamplerError(ValueError):
+    """Sampler settings that cannot be used; the message names the option and the range."""
+
+
+# -- settings ----------------------------------------------------------------------------------------
+
+def check_steps(steps: int, option: str = "sampler.steps") -> int:
+    if not STEPS[0] <= steps <= STEPS[1]:
+        raise SamplerError(f"{option} {steps}: sampler steps must be between {STEPS[0]} and {STEPS[1]}")
+    return steps
+
+
+def context_noise_used(level: float, maximum: float) -> float:
+    """The context-noise level a model applies: the asked level clamped to [0, the largest level
+    it was trained with (diffusion.context_noise_max)]."""
+    return min(max(float(level), 0.0), maximum)
+
+
+def settings(base: SamplerConfig, steps: int | None = None, context_noise: float | None = None) -> SamplerConfig:
+    """A copy of `base` with the given options (None keeps the base's), checked."""
+    out = replace(base)
+    if steps is not None:
+        out.steps = check_steps(steps, "--steps")
+    if context_noise is not None:
+        if context_noise < 0:
+            raise SamplerError(f"--context-noise {context_noise}: must be 0 or more")
+        out.context_noise = context_noise
+    return out
+
+
+# -- the loops -----------------------------------------------------------------------------------------
 
 @torch.no_grad()
 def sample(denoise: Denoise, noise: torch.Tensor, sigmas: torch.Tensor, method: str = "euler",
@@ -30,7 +69,7 @@ def sample(denoise: Denoise, noise: torch.Tensor, sigmas: torch.Tensor, method: 
             eps = torch.randn(x.shape, device=x.device, generator=generator)
             x = x + math.sqrt(s_hat**2 - s**2) * eps
         denoised = denoise(x, x.new_full((x.shape[0],), s_hat))
-        x_next = euler_step(x, denoised, s_hat, s_next)
+        x_next = edm.euler_step(x, denoised, s_hat, s_next)
         if method == "heun" and s_next > 0:
             denoised_next = denoise(x_next, x.new_full((x.shape[0],), s_next))
             slope = ((x - denoised) / s_hat + (x_next - denoised_next) / s_next) / 2
@@ -39,11 +78,21 @@ def sample(denoise: Denoise, noise: torch.Tensor, sigmas: torch.Tensor, method: 
     return x
 
 
-def quantize(x: torch.Tensor) -> torch.Tensor:
-    """Round frames in [-1, 1] to the 256 levels of 8-bit images (what gets fed back)."""
-    return to_uint8(x).float().div(127.5).sub(1.0)
-
-
-def to_uint8(x: torch.Tensor) -> torch.Tensor:
-    return x.add(1.0).mul(127.5).round().clamp(0, 255).to(torch.uint8)
-
+@torch.no_grad()
+def next_frame(denoiser, context: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None,
+               sampler: SamplerConfig, generator: torch.Generator | None = None) -> torch.Tensor:
+    """The next frame after `context` [B, L, 3, H, W] (in [-1, 1]) under `actions` [B, L, A],
+    from a Denoiser: sampled in sampler.steps steps and rounded to 8-bit levels; [B, 3, H, W]."""
+    b, L, c, h, w = context.shape
+    dev = context.device
+    mask = torch.ones(b, L, dtype=torch.bool, device=dev) if mask is None else mask
+    level = context_noise_used(sampler.context_noise, denoiser.cfg.context_noise_max)
+    ctx_sigma = torch.full((b,), level, device=dev)
+    sigmas = edm.karras_sigmas(sampler.steps, sampler.sigma_min, sampler.sigma_max, sampler.rho).to(dev)
+    noise = torch.randn((b, c, h, w), device=dev, generator=generator)
+    base = denoiser.base(context)
+    if level > 0:
+        context = context + level * torch.randn(context.shape, device=dev, generator=generator)
+    x = sample(lambda x, s: denoiser(x, s, context, ctx_sigma, actions, mask), noise, sigmas,
+               sampler.method, sampler.churn, generator)
+    return quantize((base + x).clamp(-1, 1))

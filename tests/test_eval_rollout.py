@@ -46,10 +46,7 @@ class Replay:
         self.spec, self.context, self.t = spec, L, 0
         self.frames = torch.from_numpy(np.stack(episodes)).permute(0, 1, 4, 2, 3).float() / 127.5 - 1
 
-    def eval(self):
-        return self
-
-    def generate(self, context, actions, mask, sampler, generator=None):
+    def next_frame(self, context, actions, mask, sampler, generator=None):
         out = self.frames[:, self.context + self.t].clone()
         self.t += 1
         return out

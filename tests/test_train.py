@@ -16,6 +16,7 @@ from conftest import ROOT, run_cli
 from dataset import Control, ControlSpec, StoreWriter, WindowDataset
 from dataset import open_store
 from model.checkpoint import latest_checkpoint, load_model
+from model.sampler import next_frame
 
 FAST = ["model.channels=[8,16]", "model.cond_dim=32", "model.action_dim=8", "train.batch_size=4",
         "train.eval_every=1000", "train.sample_every=0", "train.log_every=5"]
@@ -133,7 +134,7 @@ def direction_accuracy(model, cfg, ds) -> tuple[float, float, float]:
     b = ds.__getitems__(np.arange(len(ds)))
     f, L = b.frames_float(), cfg.data.context
     with torch.no_grad():
-        out = model.generate(f[:, :L], b.actions[:, :L], b.mask[:, :L], cfg.sampler, torch.Generator().manual_seed(0))
+        out = next_frame(model, f[:, :L], b.actions[:, :L], b.mask[:, :L], cfg.sampler, torch.Generator().manual_seed(0))
     psnr = lambda x, y: -10 * math.log10(((x - y) ** 2).mean().item() / 4)
 
     def centre(x):
@@ -193,7 +194,7 @@ def test_learns_a_real_atari_game_to_the_repeat_last_level(tmp_path):
     for steps in (1, 600):
         model, cfg = train_model(tmp_path, store, steps)
         with torch.no_grad():
-            out = model.generate(f[:, :2], b.actions[:, :2], b.mask[:, :2], cfg.sampler,
+            out = next_frame(model, f[:, :2], b.actions[:, :2], b.mask[:, :2], cfg.sampler,
                                  torch.Generator().manual_seed(0))
         scores.append(psnr(out, f[:, 2]))
     untrained, trained = scores

@@ -1,0 +1,35 @@
+"""Pixel conversions, one home for each: stored frames are uint8 [..., H, W, 3]; the model works
+on float32 [..., 3, H, W] in [-1, 1] (0 -> -1, 255 -> 1)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def to_model(x: torch.Tensor) -> torch.Tensor:
+    """uint8 (any layout) -> float32 in [-1, 1], same layout."""
+    return x.float().div(127.5).sub(1.0)
+
+
+def to_uint8(x: torch.Tensor) -> torch.Tensor:
+    """float in [-1, 1] (any layout) -> uint8, rounded to the nearest level and clamped."""
+    return x.add(1.0).mul(127.5).round().clamp(0, 255).to(torch.uint8)
+
+
+def quantize(x: torch.Tensor) -> torch.Tensor:
+    """Round frames in [-1, 1] to the 256 levels of 8-bit images (what gets fed back)."""
+    return to_model(to_uint8(x))
+
+
+def hwc_to_model(frames, device: torch.device | str = "cpu") -> torch.Tensor:
+    """uint8 [..., H, W, 3] (numpy or torch) -> float32 [..., 3, H, W] in [-1, 1] on `device`."""
+    t = frames if torch.is_tensor(frames) else torch.from_numpy(np.ascontiguousarray(frames))
+    if t.dtype != torch.uint8 or t.ndim < 3 or t.shape[-1] != 3:
+        raise ValueError(f"frames must be uint8 [..., H, W, 3], got {t.dtype} {list(t.shape)}")
+    return to_model(t.to(device).movedim(-1, -3))
+
+
+def model_to_hwc(x: torch.Tensor) -> torch.Tensor:
+    """float [..., 3, H, W] in [-1, 1] -> uint8 [..., H, W, 3] on the CPU."""
+    return to_uint8(x).movedim(-3, -1).cpu()
