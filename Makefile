@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test install demo bench clean
+.PHONY: test test-fast install demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,10 @@ install: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
+
+# everything but the tests marked slow (demo, learning, SIGKILL runs)
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -q -m "not slow"
 
 # record Breakout, build, train the demo preset (about 15 minutes on 2 CPU cores), measure, play
 demo: $(VENV)/.installed

@@ -76,7 +76,8 @@ def has_display() -> bool:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from model.config import ConfigError, load_config
+    from model.config import ConfigError
+    from model.config_file import load_config
 
     out = Path(args.out).resolve()
     raw, train_store = out / "data" / "raw.zarr", out / "data" / f"train{args.size}.zarr"

@@ -15,7 +15,7 @@ import torch
 from bench.common import report
 from dataset import Control, ControlSpec
 from dataset.batch import Batch
-from model.config import load_config
+from model.config_file import load_config
 from model.denoiser import Denoiser
 from model.sampler import next_frame
 from model.device import configure

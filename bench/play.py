@@ -10,6 +10,7 @@ Goal on 2 CPU cores: 15 frames/s or more at the demo preset (32x32) with 3 steps
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import tempfile
 import time
@@ -22,16 +23,23 @@ os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
 import torch  # noqa: E402
 
-import play  # noqa: E402
 from bench.common import report  # noqa: E402
 from dataset import Control, ControlSpec, StoreWriter  # noqa: E402
 from model.checkpoint import export_model  # noqa: E402
-from model.config import load_config  # noqa: E402
+from model.config_file import load_config  # noqa: E402
 from model.denoiser import Denoiser  # noqa: E402
 
 SIZES = {"demo": 32, "atari-64": 64}
 SPEC = ControlSpec(tuple(Control(m) for m in ("NOOP", "FIRE", "UP", "RIGHT", "LEFT", "DOWN")), exclusive=True)
 GOAL_FPS = {"demo": 15.0}
+
+
+def play_script():
+    """play.py, the entry point (its parse_args and build), as a module that does not run."""
+    spec = importlib.util.spec_from_file_location("play_script", Path(__file__).resolve().parents[1] / "play.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def make_checkpoint(preset: str, folder: Path) -> tuple[Path, Path]:
@@ -59,7 +67,8 @@ def measure(run: Path, store: Path, steps: int, frames: int, args: argparse.Name
             "--seed", "0", "--device", args.device, "--scale", str(args.scale), "--save-dir", tempfile.gettempdir()]
     if args.compile:
         argv.append("--compile")
-    player = play.build(play.parse_args(argv))
+    cli = play_script()
+    player = cli.build(cli.parse_args(argv))
     try:
         player.run(max(3, frames // 10))  # warm-up (and compilation)
         model0, n0 = player.stats["model_s"], player.frames_done

@@ -200,6 +200,43 @@ def open_sources(paths: list[str | Path]) -> list[Store]:
     return stores
 
 
+def plan_sources(stores: list[Store], opts: BuildOptions, skip_damaged: bool
+                 ) -> tuple[list[tuple[Store, list[Segment]]], list[str]]:
+    """The output episodes of every source, checked against the options, and what was skipped
+    for damage (with `skip_damaged`; otherwise damage is refused when it is read)."""
+    fps = opts.fps if opts.fps is not None else stores[0].fps
+    plans, skipped = [], []
+    for s in stores:
+        check_size(s, opts)
+        factor = fps_factor(s.fps, opts.fps if opts.fps is not None else s.fps, str(s.path))
+        if abs(s.fps / factor - fps) > 1e-3:
+            raise StoreError(f"{s.path}: records at {s.fps:g} fps, {stores[0].path} at {stores[0].fps:g}; "
+                             "pass --fps to bring them to one rate")
+        bad_eps, lines = s.damaged_episodes() if skip_damaged else ([], [])
+        skipped += [f"{s.path}: skipped the episode of frames {ep.start}-{ep.stop - 1}: {line}"
+                    for ep, line in zip(bad_eps, lines)]
+        bad = {ep.start for ep in bad_eps}
+        plans.append((s, [seg for k, ep in enumerate(s.episodes()) if ep.start not in bad
+                          for seg in plan_episode(s, ep.start, ep.stop, opts, factor, k)]))
+    return plans, skipped
+
+
+def write_segments(writer: StoreWriter, plans: list[tuple[Store, list[Segment]]], opts: BuildOptions,
+                   bar: tqdm) -> None:
+    """Read, transform and append every planned segment, one episode each."""
+    for s, segs in plans:
+        for seg in segs:
+            first = int(seg.frames[0])
+            times = s.read_time(first, int(seg.frames[-1]) + 1)
+            writer.begin_episode()
+            for a, b in read_blocks(seg.frames):
+                sel = seg.frames[a:b]
+                raw = s.read_frames(int(sel[0]), int(sel[-1]) + 1)[sel - sel[0]]
+                for frame, action, i in zip(transform(raw, opts), seg.actions[a:b], sel):
+                    writer.append(frame, action, float(times[i - first]))
+                bar.update(len(sel))
+
+
 def build(sources: list[str | Path], out: str | Path, opts: BuildOptions, *, overwrite: bool = False,
           progress: bool = True, skip_damaged: bool = False) -> dict:
     """Write a training store from `sources`; returns a summary (frames in and out, episodes,
@@ -213,47 +250,21 @@ def build(sources: list[str | Path], out: str | Path, opts: BuildOptions, *, ove
     except OutputError as e:
         raise StoreError(str(e)) from None
     stores = open_sources(sources)
-    fps = opts.fps if opts.fps is not None else stores[0].fps
-    plans, skipped = [], []
-    for s in stores:
-        check_size(s, opts)
-        factor = fps_factor(s.fps, opts.fps if opts.fps is not None else s.fps, str(s.path))
-        if abs(s.fps / factor - fps) > 1e-3:
-            raise StoreError(f"{s.path}: records at {s.fps:g} fps, {stores[0].path} at {stores[0].fps:g}; "
-                             "pass --fps to bring them to one rate")
-        bad = {}
-        if skip_damaged:
-            bad_eps, lines = s.damaged_episodes()
-            bad = {ep.start: line for ep, line in zip(bad_eps, lines)}
-            skipped += [f"{s.path}: skipped the episode of frames {ep.start}-{ep.stop - 1}: {line}"
-                        for ep, line in zip(bad_eps, lines)]
-        segs = [seg for k, ep in enumerate(s.episodes()) if ep.start not in bad
-                for seg in plan_episode(s, ep.start, ep.stop, opts, factor, k)]
-        plans.append((s, segs))
+    plans, skipped = plan_sources(stores, opts, skip_damaged)
     total = sum(len(seg.frames) for _, segs in plans for seg in segs)
     if total == 0:
         raise StoreError(f"{out}: nothing to write: every episode is shorter than two frames "
                          "after the lag, idle and frame-rate steps")
-    w, h = opts.size
-    src_meta = [{"path": str(s.path), "source": s.attrs.get("source"), "frames": len(s),
-                 "fps": s.fps} for s in stores]
-    source = {"kind": "build", "sources": src_meta, "options": _options_dict(opts)}
-    writer = StoreWriter(out, spec=stores[0].spec, fps=fps, frame_size=(w, h), source=source,
+    (w, h), fps = opts.size, opts.fps if opts.fps is not None else stores[0].fps
+    src_meta = [{"path": str(s.path), "source": s.attrs.get("source"), "frames": len(s), "fps": s.fps}
+                for s in stores]
+    writer = StoreWriter(out, spec=stores[0].spec, fps=fps, frame_size=(w, h),
+                         source={"kind": "build", "sources": src_meta, "options": _options_dict(opts)},
                          capture_size=tuple(stores[0].attrs.get("capture_size", (w, h))),
                          overwrite=overwrite, flush_seconds=30.0, atomic=True)
     bar = tqdm(total=total, unit="frame", desc="build", disable=not progress, dynamic_ncols=True)
     with bar, writer:  # on any error the partial store is removed and `out` is left as it was
-        for s, segs in plans:
-            for seg in segs:
-                first = int(seg.frames[0])
-                times = s.read_time(first, int(seg.frames[-1]) + 1)
-                writer.begin_episode()
-                for a, b in read_blocks(seg.frames):
-                    sel = seg.frames[a:b]
-                    raw = s.read_frames(int(sel[0]), int(sel[-1]) + 1)[sel - sel[0]]
-                    for frame, action, i in zip(transform(raw, opts), seg.actions[a:b], sel):
-                        writer.append(frame, action, float(times[i - first]))
-                    bar.update(len(sel))
+        write_segments(writer, plans, opts, bar)
     return {"out": str(out), "frames_in": sum(len(s) for s in stores), "frames_out": total,
             "episodes_in": sum(len(s.episodes()) for s in stores),
             "episodes_out": sum(len(segs) for _, segs in plans), "fps": fps, "size": f"{w}x{h}",

@@ -113,43 +113,9 @@ class StoreWriter:
         if not fps > 0:
             raise StoreError(f"{self.path}: fps must be positive, got {fps}")
         self.frame_shape = (h, w, 3)
-        replacing = _check_target(self.path, overwrite)
-        if atomic or replacing:
-            try:
-                self.write_path = start_partial(self.path)
-            except OutputError as e:
-                raise StoreError(str(e)) from None
-        else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.write_path = self.path
-        cf = chunk_frames or frame_chunk(h, w)
+        self.write_path = self._target(overwrite, atomic)
         self.root = zarr.open_group(str(self.write_path), mode="w", zarr_format=3)
-        zstd = ZstdCodec(level=3)
-        a = len(spec)
-        # every chunk is written, even one equal to the fill value, so that a missing chunk file
-        # inside the committed length always means damage
-        full = {"write_empty_chunks": True}
-        self._frames = _Tail(self.root.create_array("frames", shape=(0, h, w, 3), chunks=(cf, h, w, 3),
-                                                    dtype="uint8", compressors=zstd, config=full), cf)
-        self._actions = _Tail(self.root.create_array("actions", shape=(0, a), chunks=(ARRAY_CHUNK, a),
-                                                     dtype="float32", compressors=zstd, config=full), ARRAY_CHUNK)
-        self._time = _Tail(self.root.create_array("time", shape=(0,), chunks=(ARRAY_CHUNK,),
-                                                  dtype="float64", compressors=zstd, config=full), ARRAY_CHUNK)
-        self._starts = _Tail(self.root.create_array("episode_starts", shape=(0,), chunks=(ARRAY_CHUNK,),
-                                                    dtype="int64", compressors=zstd, config=full), ARRAY_CHUNK)
-        self._tails = [self._frames, self._actions, self._time, self._starts]
-        self._events = None
-        if events:
-            ev = self.root.create_group("events")
-            self._events = (
-                _Tail(ev.create_array("time", shape=(0,), chunks=(ARRAY_CHUNK,), dtype="float64",
-                                      compressors=zstd, config=full), ARRAY_CHUNK),
-                _Tail(ev.create_array("control", shape=(0,), chunks=(ARRAY_CHUNK,), dtype="int32",
-                                      compressors=zstd, config=full), ARRAY_CHUNK),
-                _Tail(ev.create_array("value", shape=(0,), chunks=(ARRAY_CHUNK,), dtype="float32",
-                                      compressors=zstd, config=full), ARRAY_CHUNK),
-            )
-            self._tails += list(self._events)
+        self._create_arrays(chunk_frames or frame_chunk(h, w), len(spec), events)
         cap = capture_size or frame_size
         self.root.attrs.update({
             "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "fps": self.fps,
@@ -162,6 +128,38 @@ class StoreWriter:
         self._last_flush = _time.monotonic()
         self._new_episode = True
         self.closed = False
+
+    def _target(self, overwrite: bool, atomic: bool) -> Path:
+        """Where the store is written: the target itself, or a hidden sibling (see the class)."""
+        if not (atomic or _check_target(self.path, overwrite)):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return self.path
+        try:
+            return start_partial(self.path)
+        except OutputError as e:
+            raise StoreError(str(e)) from None
+
+    def _create_arrays(self, chunk_frames: int, n_actions: int, events: bool) -> None:
+        h, w, _ = self.frame_shape
+
+        def tail(group: zarr.Group, name: str, shape: tuple, chunk: int, dtype: str) -> _Tail:
+            # every chunk is written, even one equal to the fill value, so that a missing chunk
+            # file inside the committed length always means damage
+            arr = group.create_array(name, shape=(0, *shape), chunks=(chunk, *shape), dtype=dtype,
+                                     compressors=ZstdCodec(level=3), config={"write_empty_chunks": True})
+            return _Tail(arr, chunk)
+
+        self._frames = tail(self.root, "frames", (h, w, 3), chunk_frames, "uint8")
+        self._actions = tail(self.root, "actions", (n_actions,), ARRAY_CHUNK, "float32")
+        self._time = tail(self.root, "time", (), ARRAY_CHUNK, "float64")
+        self._starts = tail(self.root, "episode_starts", (), ARRAY_CHUNK, "int64")
+        self._tails = [self._frames, self._actions, self._time, self._starts]
+        self._events = None
+        if events:
+            ev = self.root.create_group("events")
+            self._events = tuple(tail(ev, name, (), ARRAY_CHUNK, dtype) for name, dtype in
+                                 (("time", "float64"), ("control", "int32"), ("value", "float32")))
+            self._tails += list(self._events)
 
     # -- appending -----------------------------------------------------------------------------
 

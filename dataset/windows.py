@@ -247,6 +247,13 @@ class WindowDataset(Dataset):
             out[sel] = self._stream.chunk(int(key[0]), int(key[1]))[local[sel] - key[1] * cf[sel]]
         return out[inverse].reshape(*idx.shape, 3, h, w)
 
+    def episode_steps(self, episode: int, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The first `n` (default all) frames of episode `episode` of this split, uint8
+        [n, H, W, 3], and the actions held after each, float32 [n, A]."""
+        n = int(self.ep_len[episode]) if n is None else min(n, int(self.ep_len[episode]))
+        idx = self.ep_start[episode] + np.arange(n)
+        return self._gather(idx[None])[0].transpose(0, 2, 3, 1), self._actions[idx]
+
     def __getitems__(self, items) -> Batch:
         items = np.asarray(items, np.int64)
         idx, mask = self.window_index(items)

@@ -23,11 +23,20 @@ import torch
 from dataset import StoreError, open_store
 from dataset.controls import SpecError
 from eval import EvalError
+from eval.settings import DriftSettings, add_options, floats, ints
+from model import sampler as sampling
+from model.checkpoint import CheckpointError
+from model.device import DEVICES, DeviceError, resolve_device
+from model.inference import check_frames, load_for_inference
 
 if TYPE_CHECKING:
     from eval.data import EvalData
+    from eval.sweep import SweepModel
     from model.config import Config, SamplerConfig
     from model.denoiser import Denoiser
+
+SWEEP_DEFAULTS = {"horizon": 300, "episodes": 4}
+"""Where sweep's options differ from DriftSettings' (drift's): every setting is a full rollout."""
 
 SUBCOMMAND_HELP = {
     "drift": "teacher-forced one-step quality, open-loop rollouts against the recording, reference-free "
@@ -56,21 +65,8 @@ not run; --checkpoint then only names the reference data.
 """
 
 
-def _floats(text: str) -> list[float]:
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
-
-
-def _ints(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas, got {text!r}") from None
-
-
-def _common(p: argparse.ArgumentParser, horizon: int, episodes: int) -> None:
+def _common(p: argparse.ArgumentParser, **defaults) -> None:
+    """The options drift and sweep share: the data, the report folder, the settings, the machine."""
     p.add_argument("--data", nargs="+", metavar="STORE",
                    help="recordings to evaluate on (default: the checkpoint's training stores, data.stores); "
                         "held-out episodes are the training run's own split (data.val_fraction)")
@@ -80,29 +76,10 @@ def _common(p: argparse.ArgumentParser, horizon: int, episodes: int) -> None:
     p.add_argument("--skip-damaged", action="store_true",
                    help="leave out episodes that touch a missing or damaged chunk, with a note that names "
                         "them (default: refuse damaged data)")
-    p.add_argument("--horizon", type=int, default=horizon,
-                   help=f"steps generated per rollout, and frames measured per session episode (default: {horizon})")
-    p.add_argument("--episodes", type=int, default=episodes,
-                   help=f"held-out episodes rolled out, the longest ones (default: {episodes})")
-    p.add_argument("--psnr-thresholds", type=_floats, default=[30.0, 25.0, 20.0], metavar="DB,...",
-                   help="report the step at which PSNR falls below each (default: 30,25,20)")
-    p.add_argument("--ssim-thresholds", type=_floats, default=[0.9, 0.8, 0.7], metavar="S,...",
-                   help="report the step at which SSIM falls below each (default: 0.9,0.8,0.7)")
-    p.add_argument("--chunks", type=int, default=10,
-                   help="the horizon is cut into this many chunks for the drift score (default: 10)")
-    p.add_argument("--windows", type=int, default=512, help="held-out windows for the one-step figures (default: 512)")
-    p.add_argument("--bank", type=int, default=2000,
-                   help="training frames in the nearest-frame bank and the colour reference (default: 2000)")
-    p.add_argument("--idm-steps", type=int, default=600,
-                   help="training steps of the action classifier, batch 64 (default: 600)")
-    p.add_argument("--idm-pairs", type=int, default=20000,
-                   help="most real transitions the action classifier trains and is checked on (default: 20000)")
-    p.add_argument("--batch", type=int, default=16, help="episodes rolled out together (default: 16)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sampler noise and the classifier (default: 0)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+    add_options(p, **defaults)
+    p.add_argument("--device", choices=DEVICES, default="auto",
                    help="where the model runs (default: auto, CUDA when torch sees it)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's own choice)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -119,69 +96,34 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="noise level given to past frames when generating (default: the checkpoint's "
                         "sampler.context_noise; at most its diffusion.context_noise_max)")
     d.add_argument("--videos", type=int, default=8, help="MP4 videos written, one per episode (default: 8)")
-    _common(d, 1000, 8)
+    _common(d)
     s = sub.add_parser("sweep", help=SUBCOMMAND_HELP["sweep"], description=SUBCOMMAND_HELP["sweep"] + ". "
                        "Each setting is a full drift evaluation (without videos), reduced to one row.")
     s.add_argument("--checkpoint", nargs="+", required=True, metavar="RUN",
                    help="one or more run folders or model files (same control spec and frame size)")
-    s.add_argument("--context-noise", type=_floats, default=[0.0, 0.05, 0.1, 0.2], metavar="X,...",
+    s.add_argument("--context-noise", type=floats, default=[0.0, 0.05, 0.1, 0.2], metavar="X,...",
                    help="context noise levels to try (default: 0,0.05,0.1,0.2)")
-    s.add_argument("--steps", type=_ints, default=[1, 3], metavar="N,...", help="sampler steps to try (default: 1,3)")
-    _common(s, 300, 4)
+    s.add_argument("--steps", type=ints, default=[1, 3], metavar="N,...", help="sampler steps to try (default: 1,3)")
+    _common(s, **SWEEP_DEFAULTS)
     args = p.parse_args(argv)
     args.data = args.data or []
     return args
 
 
-def settings_from(args: argparse.Namespace):
-    from eval.drift import DriftSettings
-
-    checks = [(args.horizon >= 1, "--horizon must be at least 1"), (args.episodes >= 1, "--episodes must be at least 1"),
-              (args.chunks >= 1, "--chunks must be at least 1"), (args.windows >= 1, "--windows must be at least 1"),
-              (args.bank >= 1, "--bank must be at least 1"), (args.idm_steps >= 1, "--idm-steps must be at least 1"),
-              (args.idm_pairs >= 1, "--idm-pairs must be at least 1"), (args.batch >= 1, "--batch must be at least 1")]
-    for ok, msg in checks:
-        if not ok:
-            raise EvalError(msg)
-    return DriftSettings(args.horizon, args.episodes, args.psnr_thresholds, args.ssim_thresholds, args.chunks,
-                         args.windows, args.bank, args.idm_steps, args.idm_pairs, args.batch, args.seed,
-                         not args.quiet)
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "cuda" and not torch.cuda.is_available():
-        raise EvalError("--device cuda, but torch sees no CUDA GPU; use --device cpu or install a CUDA build of torch")
-    return torch.device("cuda" if name == "auto" and torch.cuda.is_available() else ("cpu" if name == "auto" else name))
-
-
-def load_checkpoint(path: str, device: torch.device):
-    """(model on `device` with its speed switches, config, metadata); CheckpointError names the file."""
-    from model.checkpoint import load_model
-    from model.device import configure
-
-    model, cfg, meta = load_model(path, "cpu")
-    return configure(model, device), cfg, meta
-
-
-def check_data(stores: list[str], model, cfg, checkpoint: str) -> None:
+def check_data(stores: list[str], model: Denoiser, cfg: Config, checkpoint: str) -> None:
     """Every store has the model's control spec and the frame size it was trained at."""
-    trained = None
-    for p in cfg.data.stores:
-        try:
-            trained = open_store(p)
-            break
-        except StoreError:
-            continue
     for p in stores:
         s = open_store(p)
         try:
             s.spec.check_same(model.spec, f"the data {p}", f"the model {checkpoint}")
         except SpecError as e:
             raise EvalError(str(e)) from None
-        if trained is not None and trained.frame_shape != s.frame_shape:
-            raise EvalError(f"{p}: frames are {s.width}x{s.height} but the model {checkpoint} was trained on "
-                            f"{trained.width}x{trained.height} ({trained.path}); build the store at that size "
-                            f"(`python -m dataset build ... --size {trained.width}x{trained.height}`)")
+        check_frames(s, cfg, f"the model {checkpoint}")
+
+
+def load(path: str, device: torch.device) -> tuple[Denoiser, Config, dict]:
+    """(model on `device`, config, metadata) of a run folder or model file; CheckpointError names it."""
+    return load_for_inference(path, device.type)[:3]
 
 
 def missing_training_stores(stores: list[str], args: argparse.Namespace) -> None:
@@ -200,21 +142,6 @@ def check_sessions(paths: list[str], frame_shape: tuple) -> None:
                             f"{frame_shape[1]}x{frame_shape[0]}; measure a session against data of its size (--data)")
 
 
-def sampler_from(args, cfg):
-    from model.config import SamplerConfig
-
-    s = SamplerConfig(**vars(cfg.sampler))
-    if args.steps is not None:
-        if not 1 <= args.steps <= 10:
-            raise EvalError(f"--steps {args.steps}: sampler steps must be between 1 and 10")
-        s.steps = args.steps
-    if args.context_noise is not None:
-        if args.context_noise < 0:
-            raise EvalError(f"--context-noise {args.context_noise}: must be 0 or more")
-        s.context_noise = args.context_noise
-    return s
-
-
 @dataclass
 class DriftInputs:
     """Everything `eval drift` reads, checked before any work starts."""
@@ -230,7 +157,7 @@ class DriftInputs:
     """Session episodes."""
 
 
-def drift_inputs(args: argparse.Namespace, settings, device: torch.device) -> DriftInputs:
+def drift_inputs(args: argparse.Namespace, settings: DriftSettings, device: torch.device) -> DriftInputs:
     from eval.data import load_sessions, open_eval_data, rollout_cases
 
     if not args.checkpoint and not args.session:
@@ -240,7 +167,7 @@ def drift_inputs(args: argparse.Namespace, settings, device: torch.device) -> Dr
                         "or --checkpoint to use its training stores")
     if args.videos < 0:
         raise EvalError("--videos must be 0 or more")
-    model, cfg, meta = load_checkpoint(args.checkpoint, device) if args.checkpoint else (None, None, None)
+    model, cfg, meta = load(args.checkpoint, device) if args.checkpoint else (None, None, None)
     stores = args.data or (cfg.data.stores if cfg else [])
     if not stores:
         raise EvalError(f"{args.checkpoint}: the checkpoint names no training stores; pass --data STORE...")
@@ -254,7 +181,7 @@ def drift_inputs(args: argparse.Namespace, settings, device: torch.device) -> Dr
                           skip_damaged=args.skip_damaged)
     inputs = DriftInputs(data, model, cfg, meta)
     if run_model:
-        inputs.sampler = sampler_from(args, cfg)
+        inputs.sampler = sampling.settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise)
         inputs.cases = rollout_cases(data, context, settings.horizon, settings.episodes)
     if args.session:
         check_sessions(args.session, data.frame_shape)
@@ -266,7 +193,7 @@ def sampler_summary(sampler: SamplerConfig | None, cfg: Config | None, notes: li
     """The sampler settings used, with the context noise level the model really applies."""
     if sampler is None:
         return None
-    used = min(max(sampler.context_noise, 0.0), cfg.diffusion.context_noise_max)
+    used = sampling.context_noise_used(sampler.context_noise, cfg.diffusion.context_noise_max)
     if used != sampler.context_noise:
         notes.append(f"context noise {sampler.context_noise} is above the model's diffusion.context_noise_max "
                      f"({cfg.diffusion.context_noise_max}); it generated with {used}")
@@ -277,8 +204,8 @@ def cmd_drift(args: argparse.Namespace) -> int:
     from eval.drift import build_reference, evaluate_model, sessions
     from eval.report import command_line, drift_metrics, finish_out, prepare_out, provenance, write_drift_report
 
-    settings = settings_from(args)
-    device = pick_device(args.device)
+    settings = DriftSettings.from_args(args)
+    device = resolve_device(args.device)
     out = Path(args.out)
     tmp = prepare_out(out, args.overwrite, args.data + args.session)
     try:
@@ -322,11 +249,11 @@ def print_drift(m: dict, out: Path) -> None:
     print(f"report: {out / 'index.html'}")
 
 
-def sweep_models(args: argparse.Namespace, settings, device: torch.device) -> list:
+def sweep_models(args: argparse.Namespace, settings: DriftSettings, device: torch.device) -> list[SweepModel]:
     from eval.data import open_eval_data, rollout_cases
     from eval.sweep import SweepModel
 
-    loaded = [(p, *load_checkpoint(p, device)) for p in args.checkpoint]
+    loaded = [(p, *load(p, device)) for p in args.checkpoint]
     stores = args.data or loaded[0][2].data.stores
     if not stores:
         raise EvalError(f"{args.checkpoint[0]}: the checkpoint names no training stores; pass --data STORE...")
@@ -346,14 +273,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from eval.report import command_line, finish_out, prepare_out, provenance, write_sweep_report
     from eval.sweep import best, format_table, run_sweep
 
-    settings = settings_from(args)
+    settings = DriftSettings.from_args(args)
     if not args.context_noise or not args.steps:
         raise EvalError("--context-noise and --steps each need at least one value")
-    if any(not 1 <= n <= 10 for n in args.steps):
-        raise EvalError(f"--steps {args.steps}: sampler steps must be between 1 and 10")
-    if any(x < 0 for x in args.context_noise):
-        raise EvalError(f"--context-noise {args.context_noise}: levels must be 0 or more")
-    device = pick_device(args.device)
+    for n in args.steps:
+        sampling.check_steps(n, "--steps")
+    for level in args.context_noise:
+        sampling.check_context_noise(level, "--context-noise")
+    device = resolve_device(args.device)
     out = Path(args.out)
     tmp = prepare_out(out, args.overwrite, args.data)
     try:
@@ -361,7 +288,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         ref = build_reference(models[0].data, settings, device)
         if len({m.cfg.data.context for m in models}) > 1:
             ref.notes.append("the checkpoints have different contexts: each rolls out from its own first L frames")
-        say = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
+        say = (lambda s: print(s, file=sys.stderr)) if settings.progress else (lambda s: None)
         rows, curves = run_sweep(models, args.context_noise, args.steps, ref, settings, device, say)
         prov = provenance(command_line(), [{"path": m.name, "step": m.step} for m in models], models[0].data.stores,
                           [], str(device), settings)
@@ -380,14 +307,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def main(argv=None) -> int:
-    from model.checkpoint import CheckpointError
-
     args = parse_args(argv)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     try:
         return cmd_drift(args) if args.command == "drift" else cmd_sweep(args)
-    except (EvalError, StoreError, CheckpointError, SpecError) as e:
+    except (EvalError, StoreError, CheckpointError, SpecError, sampling.SamplerError, DeviceError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -2,60 +2,31 @@
 open-loop rollouts from real context with the recorded actions (quality against the recording,
 health, action following), and the reference-free section for saved sessions.
 
-Steps are counted from 1: step t is the t-th generated frame after the real context.
+Steps are counted from 1: step t is the t-th generated frame after the real context. The
+settings (eval.settings.DriftSettings) and the records filled here (eval.results) can be
+imported from this module too.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from eval.data import (EvalData, RolloutCase, SessionSequence, sample_frames, sample_transitions,
-                       sample_windows)
-from eval.health import FrameHealth, HealthReference, chunk_size, drift_score, frame_health
+from eval.data import EvalData, RolloutCase, SessionSequence, sample_frames, sample_transitions, sample_windows
+from eval.health import HealthReference, drift_score, frame_health
 from eval.idm import ActionLabels, IdmResult, correct, train_idm
 from eval.metrics import mse, psnr, psnr_from_mse, ssim
+from eval.results import Reference, Rollouts, SessionResult
 from eval.rollout import MeanFrame, RepeatLast, one_step, open_loop
-from model.env import Predictor
+from eval.settings import DriftSettings
 from eval.summary import num, pad, stats
 from model.config import SamplerConfig
-from model.env import WorldModelEnv
-
-
-@dataclass
-class DriftSettings:
-    """What `python -m eval drift` measures and how much of it; each field is an option."""
-
-    horizon: int = 1000
-    """Steps generated per rollout (and frames measured per session episode)."""
-    episodes: int = 8
-    """Held-out episodes rolled out (the longest ones)."""
-    psnr_thresholds: list[float] = field(default_factory=lambda: [30.0, 25.0, 20.0])
-    """dB: report the first step at which PSNR falls below each."""
-    ssim_thresholds: list[float] = field(default_factory=lambda: [0.9, 0.8, 0.7])
-    chunks: int = 10
-    """The horizon is cut into this many chunks for the drift score."""
-    windows: int = 512
-    """Held-out windows for the teacher-forced one-step figures."""
-    bank: int = 2000
-    """Training frames in the nearest-frame bank (and behind the data's colour histogram)."""
-    idm_steps: int = 600
-    """Optimizer steps of the action classifier (batch 64)."""
-    idm_pairs: int = 20000
-    """Most real transitions the action classifier is trained (and checked) on."""
-    batch: int = 16
-    """Episodes rolled out together."""
-    seed: int = 0
-    progress: bool = True
-
-    @property
-    def chunk(self) -> int:
-        """Frames per drift chunk."""
-        return chunk_size(self.horizon, self.chunks)
+from model.denoiser import Denoiser
+from model.env import Predictor, WorldModelEnv
 
 
 def _chw(frames: np.ndarray) -> torch.Tensor:
@@ -64,22 +35,6 @@ def _chw(frames: np.ndarray) -> torch.Tensor:
 
 
 # -- what every evaluation of one data set shares ----------------------------------------------------
-
-@dataclass
-class Reference:
-    """The data, the health reference, the action classifier and the mean training frame."""
-
-    data: EvalData
-    health: HealthReference
-    idm: IdmResult | None
-    mean_frame: np.ndarray
-    """uint8 [H, W, 3], the mean of the bank (the "mean frame" baseline)."""
-    notes: list[str] = field(default_factory=list)
-
-    def summary(self) -> dict:
-        return {"split": self.data.split, "health_reference": self.health.summary(),
-                "action_classifier": self.idm.summary() if self.idm else None}
-
 
 def build_reference(data: EvalData, settings: DriftSettings, device: torch.device | str) -> Reference:
     """Sample the bank and real held-out frames, and train the action classifier."""
@@ -114,7 +69,7 @@ class OneStep:
                 for name, s in self.scores.items()}
 
 
-def teacher_forced(predictors: dict[str, Predictor], data: EvalData, sampler: SamplerConfig,
+def teacher_forced(predictors: dict[str, Denoiser | Predictor], data: EvalData, sampler: SamplerConfig,
                    settings: DriftSettings, device: torch.device | str) -> OneStep:
     """Predict the last frame of `settings.windows` held-out windows from their real past, with
     each predictor (the first is the model: its predictions become the samples)."""
@@ -140,7 +95,7 @@ def teacher_forced(predictors: dict[str, Predictor], data: EvalData, sampler: Sa
 
 # -- open-loop rollouts ------------------------------------------------------------------------------------
 
-def generate(predictor: Predictor, cases: list[RolloutCase], sampler: SamplerConfig,
+def generate(predictor: Denoiser | Predictor, cases: list[RolloutCase], sampler: SamplerConfig,
              settings: DriftSettings, device: torch.device | str, desc: str | None = "rollout") -> list[np.ndarray]:
     """Roll every case out through WorldModelEnv, `settings.batch` episodes at a time: one
     uint8 [T, H, W, 3] array per case, T = the length of its actions."""
@@ -174,29 +129,7 @@ def action_curve(idm: IdmResult, first: np.ndarray, frames: np.ndarray, actions:
     return correct(idm.model, idm.labels, before, frames, actions[:len(frames)])
 
 
-@dataclass
-class Rollouts:
-    """Open-loop rollouts and everything measured on them; arrays are [B, T] (B episodes,
-    T steps), NaN where a figure does not exist (past the recording, no classifier)."""
-
-    cases: list[RolloutCase]
-    generated: list[np.ndarray]
-    psnr: np.ndarray
-    ssim: np.ndarray
-    static_psnr: np.ndarray
-    """The frozen-frame baseline: the last context frame repeated."""
-    static_ssim: np.ndarray
-    health: list[FrameHealth]
-    real_health: list[FrameHealth]
-    drift: list[dict]
-    real_drift: list[dict]
-    action: np.ndarray
-    real_action: np.ndarray
-    frames_per_second: float
-    """Generated frames per second of wall time, all episodes of a batch together."""
-
-
-def rollouts(model: Predictor, cases: list[RolloutCase], sampler: SamplerConfig, ref: Reference,
+def rollouts(model: Denoiser | Predictor, cases: list[RolloutCase], sampler: SamplerConfig, ref: Reference,
              settings: DriftSettings, device: torch.device | str) -> Rollouts:
     """Roll out the model (and the frozen-frame baseline) and measure everything."""
     t0 = time.perf_counter()
@@ -218,18 +151,6 @@ def rollouts(model: Predictor, cases: list[RolloutCase], sampler: SamplerConfig,
 
 
 # -- sessions: the reference-free section only --------------------------------------------------------------
-
-@dataclass
-class SessionResult:
-    """The reference-free figures of one session episode."""
-
-    seq: SessionSequence
-    health: FrameHealth
-    drift: dict
-    action: np.ndarray | None
-    """[T-1]: whether the classifier sees action t in the transition from frame t to t+1."""
-    note: str | None = None
-
 
 def sessions(seqs: list[SessionSequence], ref: Reference, settings: DriftSettings) -> list[SessionResult]:
     """Health, drift score and (when the session's control spec is the data's) action following."""
@@ -256,7 +177,7 @@ class ModelEval:
     rollouts: Rollouts
 
 
-def evaluate_model(model: Predictor, sampler: SamplerConfig, ref: Reference, data: EvalData,
+def evaluate_model(model: Denoiser | Predictor, sampler: SamplerConfig, ref: Reference, data: EvalData,
                    cases: list[RolloutCase], settings: DriftSettings, device: torch.device | str) -> ModelEval:
     """Teacher-forced figures on `data`'s held-out windows (model, repeat-last, mean frame) and
     the rollouts of `cases`, for one model (`data` built with the model's context)."""

@@ -20,6 +20,7 @@ from torch import nn
 from tqdm import tqdm
 
 from dataset.controls import BINARY, ControlSpec
+from dataset.pixels import hwc_to_model
 from eval import EvalError
 
 
@@ -37,7 +38,7 @@ class InverseDynamics(nn.Module):
 
     def forward(self, before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
         """before, after: uint8 [B, H, W, 3] -> logits [B, n_out]."""
-        a, b = (x.permute(0, 3, 1, 2).float() / 127.5 - 1 for x in (before, after))
+        a, b = (hwc_to_model(x) for x in (before, after))  # float [B, 3, H, W] in [-1, 1]
         h = self.convs(torch.cat([a, b, b - a], 1))  # [B, 2w, H/4, W/4]
         return self.head(torch.cat([h.mean((2, 3)), h.amax((2, 3))], 1))
 

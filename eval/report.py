@@ -21,10 +21,13 @@ from dataset.outputs import OutputError, check_apart, move_into_place, start_par
 from dataset.store import software_version
 from eval import EvalError
 from eval import html as H
-from eval.drift import DriftSettings, ModelEval, Reference, SessionResult
-from eval.summary import chunk_means, drift_means, rollout_summary, session_summary
+from eval.drift import ModelEval
 from eval.plots import GEN, REAL, plot_health, plot_quality, plot_sweep
+from eval.results import Reference, Rollouts, SessionResult
+from eval.settings import DriftSettings
 from eval.strip import write_comparison
+from eval.summary import chunk_means, drift_means, rollout_summary, session_summary
+from eval.sweep import COLUMNS, plot_axes
 from eval.video import grid, upscale, write_image
 
 REPORT_MARK = "metrics.json"
@@ -124,7 +127,7 @@ def rollout_files(out: Path, ev: ModelEval, ref: Reference, settings: DriftSetti
     return files
 
 
-def episode_videos(out: Path, r, ref: Reference, settings: DriftSettings, n: int) -> list[dict]:
+def episode_videos(out: Path, r: Rollouts, ref: Reference, settings: DriftSettings, n: int) -> list[dict]:
     (out / "videos").mkdir(exist_ok=True)
     files = []
     todo = list(zip(r.cases, r.generated))[:n]
@@ -340,8 +343,6 @@ def write_drift_report(out: Path, m: dict, ev: ModelEval | None, sess: list[Sess
 
 def write_sweep_report(out: Path, m: dict) -> None:
     """sweep.png, metrics.json and index.html into `out` (the temporary folder)."""
-    from eval.sweep import COLUMNS, plot_axes
-
     rows = m["rows"]
     x, groups = plot_axes(rows)
     idm = m["reference"]["action_classifier"]

@@ -5,16 +5,14 @@ summaries. Values that do not exist (past the recording, no classifier) are None
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from eval.health import FrameHealth, HealthReference
 from eval.metrics import PSNR_CAP, psnr_from_mse
-
-if TYPE_CHECKING:
-    from eval.drift import DriftSettings, Reference, Rollouts, SessionResult
+from eval.results import Reference, Rollouts, SessionResult
+from eval.settings import DriftSettings
 
 
 def num(x) -> float | None:

@@ -10,9 +10,12 @@ import numpy as np
 import torch
 
 from eval.data import EvalData, RolloutCase
-from eval.drift import DriftSettings, Reference, evaluate_model
+from eval.drift import evaluate_model
+from eval.results import Reference
+from eval.settings import DriftSettings
 from eval.summary import rollout_summary
-from model.config import Config, SamplerConfig
+from model import sampler as sampling
+from model.config import Config
 from model.denoiser import Denoiser
 
 
@@ -26,13 +29,6 @@ class SweepModel:
     cfg: Config
     data: EvalData
     cases: list[RolloutCase]
-
-
-def sampler_for(cfg: Config, steps: int, context_noise: float) -> tuple[SamplerConfig, float]:
-    """The checkpoint's sampler with `steps` and `context_noise`; and the level the model really
-    uses (generation clamps it to [0, diffusion.context_noise_max])."""
-    s = SamplerConfig(**{**vars(cfg.sampler), "steps": steps, "context_noise": context_noise})
-    return s, min(max(context_noise, 0.0), cfg.diffusion.context_noise_max)
 
 
 def row(m: SweepModel, noise: float, used: float, steps: int, summary: dict, one_step: dict) -> dict:
@@ -68,7 +64,8 @@ def run_sweep(models: list[SweepModel], noises: list[float], steps: list[int], r
     for m in models:
         for noise in noises:
             for n in steps:
-                sampler, used = sampler_for(m.cfg, n, noise)
+                sampler = sampling.settings(m.cfg.sampler, steps=n, context_noise=noise)
+                used = sampling.context_noise_used(noise, m.cfg.diffusion.context_noise_max)
                 progress_print(f"{m.name}: context noise {used:g}, {n} sampler steps")
                 ev = evaluate_model(m.model, sampler, ref, m.data, m.cases, settings, device)
                 summary = rollout_summary(ev.rollouts, settings, ref)

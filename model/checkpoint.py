@@ -23,7 +23,8 @@ from safetensors.torch import load_file, safe_open, save_file
 
 from dataset.controls import ControlSpec, SpecError
 from dataset.store import software_version
-from model.config import Config, ConfigError, from_dict, to_dict
+from model.config import Config, ConfigError
+from model.config_file import from_dict, to_dict
 from model.denoiser import Denoiser
 
 MODEL_FORMAT = "dreamcade.model"

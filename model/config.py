@@ -1,20 +1,23 @@
-"""Typed configuration: one dataclass per component, YAML presets in configs/, and
-`key.sub=value` overrides. Unknown keys and wrong types are errors, raised before any work."""
+"""The configuration schema: one dataclass per component, every field documented where it is
+declared (unit, range) and its value rules beside it, in the section's `check()`.
+
+Reading YAML presets and `key.sub=value` overrides strictly: model/config_file.py.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import yaml
-
 
 class ConfigError(ValueError):
     """A config file or override that cannot be used; the message names the key and the fix."""
+
+
+def require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
 
 
 @dataclass
@@ -28,121 +31,196 @@ class DataConfig:
     mode: Literal["auto", "ram", "stream"] = "auto"
     """Frames in RAM, streamed from disk, or RAM when they fit."""
     num_workers: int = 0
-    """DataLoader worker processes (0: load in the training process)."""
+    """DataLoader worker processes, 0 or more (0: load in the training process)."""
     weighting: Literal["window", "episode"] = "window"
     """Sample windows uniformly, or every episode equally often."""
     skip_damaged: bool = False
     """Leave out episodes that touch a missing or damaged chunk (and say which), instead of
     refusing the data. Every chunk is decoded once at the start to find them."""
 
+    def check(self) -> None:
+        require(1 <= self.context <= 16, "data.context must be between 1 and 16")
+        require(0 <= self.val_fraction < 1, "data.val_fraction must be in [0, 1)")
+        require(self.num_workers >= 0, "data.num_workers must be 0 or more")
+
 
 @dataclass
 class NetworkConfig:
     channels: list[int] = field(default_factory=lambda: [32, 64, 128, 192])
-    """UNet width at each resolution level (the frame is halved between levels)."""
+    """UNet width at each resolution level (the frame is halved between levels), positive
+    multiples of `groups`; one level at least."""
     blocks: int = 2
-    """Residual blocks per level on the way down (one more on the way up)."""
+    """Residual blocks per level on the way down (one more on the way up), at least 1."""
     attention_levels: list[int] = field(default_factory=lambda: [3])
-    """Levels (0 = full resolution) with a self-attention layer after each block."""
+    """Levels (0 = full resolution, below len(channels)) with a self-attention layer after each block."""
     cond_dim: int = 256
-    """Width of the conditioning vector (noise level + context noise level + actions)."""
+    """Width of the conditioning vector (noise level + context noise level + actions), at least 1."""
     action_dim: int = 64
-    """Width of each step's action embedding before it is merged."""
+    """Width of each step's action embedding before it is merged, at least 1."""
     groups: int = 8
-    """Group-norm groups; every channel count must divide by it."""
+    """Group-norm groups, at least 1; every channel count must divide by it."""
+
+    def check(self) -> None:
+        require(len(self.channels) >= 1, "model.channels is empty; give one width per level, e.g. [32, 64, 128]")
+        require(self.groups >= 1, "model.groups must be at least 1")
+        require(all(c > 0 and c % self.groups == 0 for c in self.channels),
+                f"model.channels must be positive multiples of model.groups ({self.groups})")
+        require(all(0 <= lv < len(self.channels) for lv in self.attention_levels),
+                f"model.attention_levels must be level numbers below {len(self.channels)}")
+        require(self.blocks >= 1, "model.blocks must be at least 1")
+        require(self.cond_dim >= 1 and self.action_dim >= 1, "model.cond_dim and model.action_dim must be at least 1")
 
 
 @dataclass
 class DiffusionConfig:
     sigma_data: float = 0.5
-    """Std of the frames in [-1, 1] (Karras et al. 2022)."""
+    """Std of the diffused quantity in [-1, 1] pixel units (Karras et al. 2022), positive."""
     p_mean: float = -0.4
-    """Mean of log sigma during training."""
+    """Mean of ln(sigma) during training."""
     p_std: float = 1.2
-    """Std of log sigma during training."""
+    """Std of ln(sigma) during training, positive."""
     sigma_min: float = 2e-3
-    """Training sigmas are clipped to [sigma_min, sigma_max]."""
+    """Training sigmas are clipped to [sigma_min, sigma_max]; 0 < sigma_min < sigma_max."""
     sigma_max: float = 20.0
+    """Upper clip of the training sigmas."""
     offset_noise: float = 0.3
-    """Std of a per-channel constant added to the training noise (0 turns it off)."""
+    """Std of a per-channel constant added to the training noise, 0 or more (0 turns it off)."""
     residual: bool = True
     """Diffuse the change from the last past frame instead of the frame itself: a static pixel
     is then a zero to predict, not a copy through the whole UNet, which learns several times
     faster on games where most of the screen holds still between frames."""
     context_noise_max: float = 0.7
-    """Context noise augmentation: past frames get Gaussian noise of a level drawn in
-    [0, context_noise_max] per sample, and the network is told the level. 0 turns it off."""
+    """Context noise augmentation, 0 or more, in [-1, 1] pixel units: past frames get Gaussian
+    noise of a level drawn in [0, context_noise_max] per sample, and the network is told the
+    level. 0 turns it off."""
+
+    def check(self) -> None:
+        require(self.sigma_data > 0 and self.p_std > 0, "diffusion.sigma_data and diffusion.p_std must be positive")
+        require(0 < self.sigma_min < self.sigma_max, "diffusion needs 0 < sigma_min < sigma_max")
+        require(self.offset_noise >= 0, "diffusion.offset_noise must be 0 or more")
+        require(self.context_noise_max >= 0, "diffusion.context_noise_max must be >= 0")
+
+
+STEPS = (1, 10)  # sampler steps per frame, lowest and highest
 
 
 @dataclass
 class SamplerConfig:
     steps: int = 3
-    """Denoising steps per frame, 1 to 10."""
+    """Denoising steps per frame, 1 to 10 (STEPS)."""
     method: Literal["euler", "heun"] = "euler"
+    """Euler (one network call a step) or Heun (two, but the last)."""
     sigma_min: float = 2e-3
+    """Lowest noise level of the Karras schedule; 0 < sigma_min < sigma_max."""
     sigma_max: float = 5.0
+    """Highest noise level of the schedule (where sampling starts)."""
     rho: float = 7.0
-    """Karras schedule curvature."""
+    """Karras schedule curvature, positive."""
     churn: float = 0.0
-    """Stochastic churn S_churn (0 = deterministic given the noise)."""
+    """Stochastic churn S_churn, 0 or more (0 = deterministic given the noise)."""
     context_noise: float = 0.1
-    """Noise level given to the past frames when generating (at most context_noise_max)."""
+    """Noise level given to the past frames when generating, 0 or more; the model applies at
+    most its diffusion.context_noise_max."""
+
+    def check(self) -> None:
+        require(STEPS[0] <= self.steps <= STEPS[1], f"sampler.steps must be between {STEPS[0]} and {STEPS[1]}")
+        require(0 < self.sigma_min < self.sigma_max, "sampler needs 0 < sigma_min < sigma_max")
+        require(self.rho > 0 and self.churn >= 0, "sampler.rho must be positive and sampler.churn 0 or more")
+        require(self.context_noise >= 0, "sampler.context_noise must be 0 or more")
 
 
 @dataclass
 class OptimConfig:
     lr: float = 1e-4
+    """AdamW learning rate after warm-up, positive."""
     weight_decay: float = 1e-2
+    """AdamW weight decay of the weight matrices and kernels (not biases or norms), 0 or more."""
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    """AdamW betas, two numbers in [0, 1)."""
     eps: float = 1e-8
+    """AdamW epsilon, positive."""
     warmup_steps: int = 100
-    """Linear learning-rate warm-up, in optimizer steps."""
+    """Linear learning-rate warm-up, in optimizer steps, 0 or more."""
     grad_clip: float = 1.0
-    """Clip the gradient norm to this (0 turns clipping off)."""
+    """Clip the gradient norm to this, 0 or more (0 turns clipping off)."""
     ema_decay: float = 0.999
-    """EMA of the weights, used for evaluation, samples and the exported model."""
+    """EMA of the weights, used for evaluation, samples and the exported model; in [0, 1)."""
+
+    def check(self) -> None:
+        require(self.lr > 0 and self.eps > 0, "optim.lr and optim.eps must be positive")
+        require(self.weight_decay >= 0, "optim.weight_decay must be 0 or more")
+        require(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "optim.betas must be two numbers in [0, 1)")
+        require(self.warmup_steps >= 0, "optim.warmup_steps must be 0 or more")
+        require(self.grad_clip >= 0, "optim.grad_clip must be 0 (off) or more")
+        require(0 <= self.ema_decay < 1, "optim.ema_decay must be in [0, 1)")
 
 
 @dataclass
 class TrainConfig:
     steps: int = 10000
-    """Optimizer steps in all."""
+    """Optimizer steps in all, at least 1."""
     batch_size: int = 32
-    """Windows per optimizer step on each device (times grad_accum micro-batches)."""
+    """Windows per optimizer step on each device (times grad_accum micro-batches), at least 1."""
     grad_accum: int = 1
+    """Micro-batches accumulated per optimizer step, at least 1."""
     seed: int = 0
+    """Seed of the weights, the data order and the noise (offset by the process rank)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    """auto = CUDA when torch sees it, else the CPU."""
     precision: Literal["auto", "no", "bf16"] = "auto"
     """Autocast around the network only (preconditioning, loss and solver stay fp32):
     auto = bf16 on CUDA, fp32 on the CPU."""
     channels_last: bool = True
+    """channels_last memory format for the network."""
     compile: bool = False
     """torch.compile the network (CUDA; slow to start)."""
     threads: int = 0
-    """torch CPU threads (0: torch's default)."""
+    """torch CPU threads, 0 or more (0: torch's default)."""
     log_every: int = 10
+    """Steps between log lines (stats.jsonl, the progress bar), at least 1."""
     eval_every: int = 500
-    """Steps between validation figures (0 = only at the end)."""
+    """Steps between validation figures, 0 or more (0 = only at the end)."""
     eval_batches: int = 4
+    """Validation batches per evaluation, at least 1."""
     sample_every: int = 1000
-    """Steps between sample grids and a short rollout video in the run folder (0 = never)."""
+    """Steps between sample grids and a short rollout video in the run folder, 0 or more (0 = never)."""
     rollout_frames: int = 32
+    """Frames of the sample rollout video, at least 1."""
     save_every: int = 500
-    """Steps between checkpoints (0 = only at the end)."""
+    """Steps between checkpoints, 0 or more (0 = only at the end)."""
     keep_checkpoints: int = 3
+    """Newest checkpoints kept, at least 1."""
+
+    def check(self) -> None:
+        require(self.steps >= 1 and self.batch_size >= 1 and self.grad_accum >= 1,
+                "train.steps, train.batch_size and train.grad_accum must be at least 1")
+        require(self.keep_checkpoints >= 1, "train.keep_checkpoints must be at least 1")
+        require(self.log_every >= 1, "train.log_every must be at least 1 (steps between log lines)")
+        require(self.eval_every >= 0, "train.eval_every must be 0 (only at the end) or a number of steps")
+        require(self.eval_batches >= 1, "train.eval_batches must be at least 1")
+        require(self.sample_every >= 0, "train.sample_every must be 0 (never) or a number of steps")
+        require(self.rollout_frames >= 1, "train.rollout_frames must be at least 1")
+        require(self.save_every >= 0, "train.save_every must be 0 (only at the end) or a number of steps")
+        require(self.threads >= 0, "train.threads must be 0 (torch's default) or more")
 
 
 @dataclass
 class LogConfig:
     wandb: Literal["off", "offline", "online"] = "off"
+    """wandb mirror of stats.jsonl: off unless asked for."""
     project: str = "dreamcade"
+    """wandb project name."""
+
+    def check(self) -> None:
+        pass
 
 
 @dataclass
 class Config:
     name: str = "run"
-    """Run name: everything goes to <out_dir>/<name>/."""
+    """Run name, a plain folder name: everything goes to <out_dir>/<name>/."""
     out_dir: str = "runs"
+    """Folder that holds the runs."""
     data: DataConfig = field(default_factory=DataConfig)
     model: NetworkConfig = field(default_factory=NetworkConfig)
     diffusion: DiffusionConfig = field(default_factory=DiffusionConfig)
@@ -155,161 +233,8 @@ class Config:
     def run_dir(self) -> Path:
         return Path(self.out_dir) / self.name
 
-
-# -- strict conversion -----------------------------------------------------------------------------
-
-def from_dict(cls, data: dict, where: str = "config", prefix: str = ""):
-    """Build dataclass `cls` from a dict, refusing unknown keys and values of the wrong type.
-    Errors read "<where>: <prefix.key>: what is wrong"."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}: {prefix or 'the config'}: expected a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    unknown = [k for k in data if k not in names]
-    if unknown:
-        raise ConfigError(f"{where}: {prefix + ': ' if prefix else ''}unknown key {unknown[0]!r}; "
-                          f"valid keys: {', '.join(names)}")
-    return cls(**{k: _convert(hints[k], v, where, f"{prefix}.{k}" if prefix else k) for k, v in data.items()})
-
-
-def _convert(tp, value, file: str, key: str):
-    where = f"{file}: {key}"
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if dataclasses.is_dataclass(tp):
-        return from_dict(tp, value, file, key)
-    if origin is Literal:
-        if value not in args:
-            raise ConfigError(f"{where}: {value!r} is not one of {list(args)}")
-        return value
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _convert(inner[0], value, file, key)
-    if origin in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
-        return [_convert(args[0], v, file, f"{key}[{i}]") for i, v in enumerate(value)]
-    if tp is float:
-        if isinstance(value, str):  # YAML 1.1 reads 1e-3 as a string
-            try:
-                value = float(value)
-            except ValueError:
-                pass
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        return value
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where}: expected true or false, got {value!r}")
-        return value
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
-        return value
-    raise ConfigError(f"{where}: unsupported type {tp}")
-
-
-def to_dict(cfg) -> dict:
-    return dataclasses.asdict(cfg)
-
-
-def apply_override(data: dict, text: str) -> None:
-    """Apply `a.b=value` (value parsed as YAML) to a config dict, checking the key exists."""
-    key, sep, raw = text.partition("=")
-    if not sep or not key:
-        raise ConfigError(f"override {text!r}: expected KEY=VALUE, e.g. train.steps=100")
-    parts = key.strip().split(".")
-    cls, node = Config, data
-    for i, part in enumerate(parts):
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        if part not in fields:
-            prefix = ".".join(parts[:i]) or "the config"
-            raise ConfigError(f"override {text!r}: {prefix} has no key {part!r}; valid keys: "
-                              f"{', '.join(fields)}")
-        tp = typing.get_type_hints(cls)[part]
-        if i == len(parts) - 1:
-            if dataclasses.is_dataclass(tp):
-                raise ConfigError(f"override {text!r}: {key} is a section; set one of its keys")
-            try:
-                value = yaml.safe_load(raw)
-            except yaml.YAMLError:
-                raise ConfigError(f"override {text!r}: the value is not valid YAML") from None
-            _convert(tp, value, f"override {text!r}", key)  # blame the override, not the file
-            node[part] = value
-        else:
-            if not dataclasses.is_dataclass(tp):
-                raise ConfigError(f"override {text!r}: {'.'.join(parts[:i + 1])} is not a section")
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"override {text!r}: {'.'.join(parts[:i + 1])} in the config file is "
-                                  f"{node!r}, not a section of keys")
-            cls = tp
-
-
-def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
-    """A preset YAML file (or the defaults when None) plus overrides, checked strictly."""
-    data: dict = {}
-    where = "config"
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            presets = sorted(p.stem for p in Path("configs").glob("*.yaml"))
-            raise ConfigError(f"{path}: no such config file (presets: {', '.join(presets) or 'none found'})")
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: not valid YAML: {e}") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{path}: cannot be read ({e})") from None
-        where = str(path)
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected a mapping of sections (data:, model:, train: ...), got a "
-                              f"YAML {type(data).__name__}; see configs/tiny.yaml")
-    for text in overrides:
-        apply_override(data, text)
-    cfg = from_dict(Config, data, where)
-    check(cfg)
-    return cfg
-
-
-def check(cfg: Config) -> None:
-    """Value checks that types alone do not catch."""
-    m, d, s = cfg.model, cfg.data, cfg.sampler
-    rules = [
-        (1 <= d.context <= 16, "data.context must be between 1 and 16"),
-        (0 <= d.val_fraction < 1, "data.val_fraction must be in [0, 1)"),
-        (len(m.channels) >= 1, "model.channels is empty; give one width per level, e.g. [32, 64, 128]"),
-        (m.groups >= 1, "model.groups must be at least 1"),
-        (all(c > 0 and c % max(1, m.groups) == 0 for c in m.channels),
-         f"model.channels must be positive multiples of model.groups ({m.groups})"),
-        (all(0 <= lv < len(m.channels) for lv in m.attention_levels),
-         f"model.attention_levels must be level numbers below {len(m.channels)}"),
-        (m.blocks >= 1, "model.blocks must be at least 1"),
-        (1 <= s.steps <= 10, "sampler.steps must be between 1 and 10"),
-        (0 < s.sigma_min < s.sigma_max, "sampler needs 0 < sigma_min < sigma_max"),
-        (cfg.diffusion.context_noise_max >= 0, "diffusion.context_noise_max must be >= 0"),
-        (cfg.train.steps >= 1 and cfg.train.batch_size >= 1 and cfg.train.grad_accum >= 1,
-         "train.steps, train.batch_size and train.grad_accum must be at least 1"),
-        (cfg.train.keep_checkpoints >= 1, "train.keep_checkpoints must be at least 1"),
-        (cfg.train.log_every >= 1, "train.log_every must be at least 1 (steps between log lines)"),
-        (cfg.train.eval_every >= 0, "train.eval_every must be 0 (never) or a number of steps"),
-        (cfg.train.eval_batches >= 1, "train.eval_batches must be at least 1"),
-        (cfg.train.sample_every >= 0, "train.sample_every must be 0 (never) or a number of steps"),
-        (cfg.train.rollout_frames >= 1, "train.rollout_frames must be at least 1"),
-        (cfg.train.save_every >= 0, "train.save_every must be 0 (only at the end) or a number of steps"),
-        (cfg.train.threads >= 0, "train.threads must be 0 (torch's default) or more"),
-        (cfg.data.num_workers >= 0, "data.num_workers must be 0 or more"),
-        (cfg.optim.lr > 0, "optim.lr must be positive"),
-        (cfg.optim.warmup_steps >= 0, "optim.warmup_steps must be 0 or more"),
-        (cfg.optim.grad_clip >= 0, "optim.grad_clip must be 0 (off) or more"),
-        (0 <= cfg.optim.ema_decay < 1, "optim.ema_decay must be in [0, 1)"),
-        (bool(cfg.name) and "/" not in cfg.name, "name must be a plain folder name"),
-    ]
-    for ok, msg in rules:
-        if not ok:
-            raise ConfigError(msg)
+    def check(self) -> None:
+        """Every section's rules, then the ones across sections."""
+        require(bool(self.name) and "/" not in self.name, "name must be a plain folder name")
+        for section in (self.data, self.model, self.diffusion, self.sampler, self.optim, self.train, self.log):
+            section.check()

@@ -14,10 +14,10 @@ import torch
 
 from dataset.pixels import quantize
 from model import edm
-from model.config import SamplerConfig
+from model.config import STEPS, SamplerConfig
 
 Denoise = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-STEPS = (1, 10)  # sampler steps per frame, lowest and highest
+__all__ = ["STEPS", "SamplerError", "check_steps", "check_context_noise", "context_noise_used", "settings", "sample", "next_frame"]
 
 
 class SamplerError(ValueError):
@@ -32,6 +32,12 @@ def check_steps(steps: int, option: str = "sampler.steps") -> int:
     return steps
 
 
+def check_context_noise(level: float, option: str = "sampler.context_noise") -> float:
+    if level < 0:
+        raise SamplerError(f"{option} {level}: the context noise level must be 0 or more")
+    return level
+
+
 def context_noise_used(level: float, maximum: float) -> float:
     """The context-noise level a model applies: the asked level clamped to [0, the largest level
     it was trained with (diffusion.context_noise_max)]."""
@@ -44,9 +50,7 @@ def settings(base: SamplerConfig, steps: int | None = None, context_noise: float
     if steps is not None:
         out.steps = check_steps(steps, "--steps")
     if context_noise is not None:
-        if context_noise < 0:
-            raise SamplerError(f"--context-noise {context_noise}: must be 0 or more")
-        out.context_noise = context_noise
+        out.context_noise = check_context_noise(context_noise, "--context-noise")
     return out
 
 

@@ -3,11 +3,14 @@ promises, and a second run that skips what is done."""
 
 import json
 
+import pytest
+
 from conftest import run_cli
 from dataset import open_store
 from model.checkpoint import load_model
 
 
+@pytest.mark.slow
 def test_demo_runs_every_stage_then_skips_what_is_done(tmp_path):
     args = ["demo.py", "--out", str(tmp_path), "--frames", "300", "--preset", "tiny", "--horizon", "12",
             "--episodes", "2", "--no-play", "train.steps=6", "train.save_every=3", "train.sample_every=0"]

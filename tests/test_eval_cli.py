@@ -1,14 +1,20 @@
 """`python -m eval drift` and `python -m eval sweep` end to end on a tiny checkpoint and a small
-real Atari recording: the report folder, sessions without ground truth, refusals, help."""
+real Atari recording: the report folder, sessions without ground truth, refusals, help; the
+options built from DriftSettings; no import cycle inside eval."""
 
+import argparse
+import ast
 import json
 
 import imageio.v3 as iio
 import pytest
 import torch
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from dataset import StoreWriter, open_store
+from eval import EvalError
+from eval.__main__ import parse_args
+from eval.settings import DriftSettings, add_options
 from model.checkpoint import export_model, load_model
 from model.env import WorldModelEnv
 
@@ -53,6 +59,7 @@ def eval_cli(*args, check=True):
     return run_cli("-m", "eval", *args, check=check, timeout=600)
 
 
+@pytest.mark.slow
 def test_drift_writes_the_whole_report(breakout, tmp_path):
     store, run = breakout
     out = tmp_path / "report"
@@ -89,6 +96,7 @@ def test_drift_writes_the_whole_report(breakout, tmp_path):
     assert not list(tmp_path.glob(".report.tmp-*")), "no temporary folder left"
 
 
+@pytest.mark.slow
 def test_a_session_gets_the_reference_free_section_only(breakout, session, tmp_path):
     store, run = breakout
     out = tmp_path / "session_report"
@@ -107,6 +115,7 @@ def test_a_session_gets_the_reference_free_section_only(breakout, session, tmp_p
     assert "Saved sessions (reference-free)" in html and "Open-loop rollouts" not in html
 
 
+@pytest.mark.slow
 def test_user_mistakes_get_one_line_and_exit_2(breakout, tmp_path):
     store, run = breakout
     block = tmp_path / "block.zarr"
@@ -151,6 +160,7 @@ def test_help_explains_every_option():
         assert opt in sweep, opt
 
 
+@pytest.mark.slow
 def test_sweep_writes_one_table_and_one_plot(breakout, tmp_path):
     store, run = breakout
     out = tmp_path / "sweep"
@@ -165,3 +175,39 @@ def test_sweep_writes_one_table_and_one_plot(breakout, tmp_path):
     assert len(m["curves"]) == 4 and len(m["curves"][0]["psnr_per_step_mean"]) == 20
     assert sorted(p.name for p in out.iterdir()) == ["index.html", "metrics.json", "sweep.png"]
     assert "sweep.png" in (out / "index.html").read_text()
+
+
+def test_the_shared_options_are_the_settings_fields_with_their_rules():
+    drift = parse_args(["drift", "--out", "r"])
+    sweep = parse_args(["sweep", "--checkpoint", "a", "--out", "r", "--idm-steps", "5", "--quiet",
+                        "--psnr-thresholds", "28,22"])
+    assert DriftSettings.from_args(drift) == DriftSettings()
+    assert DriftSettings.from_args(sweep) == DriftSettings(horizon=300, episodes=4, idm_steps=5, progress=False,
+                                                           psnr_thresholds=[28.0, 22.0])
+    p = argparse.ArgumentParser()
+    add_options(p, chunks=3)
+    assert "(default: 30,25,20)" in p.format_help() and "(default: 3)" in p.format_help()
+    for name in ("horizon", "episodes", "chunks", "windows", "bank", "idm_steps", "idm_pairs", "batch"):
+        with pytest.raises(EvalError, match=f"^--{name.replace('_', '-')} must be at least 1$"):
+            DriftSettings(**{name: 0}).check()
+    DriftSettings(seed=-1).check()
+
+
+def test_eval_modules_import_no_cycle():
+    """Every import between eval's modules (also under TYPE_CHECKING and inside functions) goes
+    one way."""
+    files = {p.stem: p for p in (ROOT / "eval").glob("*.py") if p.stem != "__init__"}
+    graph = {name: {n.module.split(".")[1] for n in ast.walk(ast.parse(path.read_text()))
+                    if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("eval.")} - {name}
+             for name, path in files.items()}
+    done, path = set(), []
+
+    def visit(name):
+        assert name not in path, "import cycle: " + " -> ".join(path[path.index(name):] + [name])
+        if name not in done:
+            path.append(name)
+            for dep in graph.get(name, ()):
+                visit(dep)
+            done.add(path.pop())
+    for name in graph:
+        visit(name)

@@ -56,6 +56,7 @@ def chw(frames):
     return torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)
 
 
+@pytest.mark.slow
 def test_a_perfect_model_scores_the_cap_at_every_step(data, ref, settings):
     cases = rollout_cases(data, L, settings.horizon, settings.episodes)
     assert len(cases) == 3 and all(c.reference_steps == 20 for c in cases)
@@ -127,6 +128,7 @@ def test_teacher_forced_baselines_match_a_direct_computation(data, ref, settings
     assert summary["model"]["psnr_pooled"] < summary["model"]["psnr"]["mean"], "capped frames inflate the mean"
 
 
+@pytest.mark.slow
 def test_the_action_classifier_reads_the_block_game_and_not_shuffled_actions(data, ref, settings):
     """Held-out accuracy at least 0.75 and 0.35 above chance with the real actions (0.85 to 0.9
     is typical: the block hides its move at a wall, and which episodes are held out varies with

@@ -10,7 +10,8 @@ from dataset import Control, ControlSpec
 from dataset.batch import Batch
 from model import edm
 from model.checkpoint import CheckpointError, export_model, load_model
-from model.config import Config, ConfigError, apply_override, load_config
+from model.config import Config, ConfigError
+from model.config_file import apply_override, load_config
 from model.denoiser import Denoiser
 from model.env import WorldModelEnv
 from dataset.pixels import quantize
@@ -75,8 +76,20 @@ def test_preconditioning_limits():
     s = torch.tensor(0.5)
     assert edm.c_in(s, sd).item() == pytest.approx(1 / math.sqrt(0.5))
     assert edm.c_noise(torch.tensor(math.e ** 4)).item() == pytest.approx(1.0)
-    # the unit-variance property: Var[c_skip y + c_out n] target scaling, Eq. 8
-    assert edm.loss_weight(s, sd).item() == pytest.approx((0.25 + 0.25) / (0.25 * 0.25))
+
+
+def test_preconditioning_gives_unit_variance_inputs_and_targets():
+    """Karras et al. 2022, Sec. 5 and App. B.6: with data of std sigma_data, F's input c_in (y + n)
+    and its effective target (y - c_skip (y + n)) / c_out have unit variance at every sigma, and
+    the loss weight is what turns ||D - y||^2 into ||F - target||^2 (lambda c_out^2 = 1)."""
+    sd, g = 0.5, torch.Generator().manual_seed(0)
+    y = torch.randn(400_000, generator=g) * sd
+    for sigma in (0.01, 0.3, 1.0, 5.0, 40.0):
+        s = torch.tensor(sigma)
+        x = y + sigma * torch.randn(y.shape, generator=g)
+        assert (edm.c_in(s, sd) * x).var().item() == pytest.approx(1.0, rel=0.01)
+        assert ((y - edm.c_skip(s, sd) * x) / edm.c_out(s, sd)).var().item() == pytest.approx(1.0, rel=0.01)
+        assert (edm.loss_weight(s, sd) * edm.c_out(s, sd) ** 2).item() == pytest.approx(1.0, rel=1e-6)
 
 
 def test_one_euler_step_by_hand():
@@ -117,7 +130,6 @@ def test_perfect_denoiser_has_zero_loss():
     model = make_model()
     batch = random_batch()
     g = torch.Generator().manual_seed(3)
-    captured = {}
 
     def perfect_inner(x, sigma, context, ctx_sigma, actions, mask):
         frames = batch.frames_float()
@@ -127,6 +139,29 @@ def test_perfect_denoiser_has_zero_loss():
 
     model.inner = perfect_inner
     assert model.loss(batch, generator=g).item() == pytest.approx(0.0, abs=1e-10)
+
+
+def test_the_f_space_loss_is_the_edm_loss_for_an_imperfect_network():
+    """Denoiser.loss trains F directly; it must equal lambda(sigma) ||D(x) - y||^2 (Eq. 2), the
+    loss EDM writes, on a network that is far from perfect."""
+    model = randomize(make_model())
+    batch = random_batch()
+    seen = {}
+    inner = model.inner
+
+    def recording_inner(x, sigma, context, ctx_sigma, actions, mask):
+        seen.update(x=x, sigma=sigma, out=inner(x, sigma, context, ctx_sigma, actions, mask))
+        return seen["out"]
+
+    model.inner = recording_inner
+    loss = model.loss(batch, generator=torch.Generator().manual_seed(3))
+    s = seen["sigma"][:, None, None, None]
+    denoised = edm.c_skip(s, 0.5) * seen["x"] + edm.c_out(s, 0.5) * seen["out"]
+    frames = batch.frames_float()
+    # the clean target the noisy x was made from: x = target + sigma * noise
+    target = frames[:, -1] - model.base(frames[:, :-1])
+    assert loss.item() > 0.01, "the network is not perfect"
+    assert loss.item() == pytest.approx(edm.edm_loss(denoised, target, s, 0.5).item(), rel=1e-5)
 
 
 def test_quantize_rounds_to_8_bit_levels():

@@ -249,7 +249,7 @@ def test_record_env_with_a_missing_module_is_one_line(tmp_path):
 def test_model_files_are_readable_by_others_and_a_truncated_one_is_called_truncated(tmp_path):
     import torch
     from model.checkpoint import CheckpointError, export_model, load_model
-    from model.config import load_config
+    from model.config_file import load_config
     from model.denoiser import Denoiser
 
     cfg = load_config("configs/tiny.yaml", ["model.channels=[8,16]", "model.cond_dim=16", "model.action_dim=4"])
@@ -271,6 +271,7 @@ def test_model_files_are_readable_by_others_and_a_truncated_one_is_called_trunca
 
 # -- the property: SIGKILL at any moment leaves the old output or a complete new one -----------------------
 
+@pytest.mark.slow
 def test_sigkill_during_build_leaves_no_output_or_a_complete_one(tmp_path):
     raw = write_store(tmp_path / "raw.zarr", [1500] * 4, size=(96, 96), chunk=64)
     ref = tmp_path / "ref.zarr"

@@ -6,6 +6,7 @@ Every loop turn reads the events, cuts one action row and generates one frame, s
 posts events before turn i knows exactly which stored action row they must land in.
 """
 
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -18,13 +19,26 @@ import pygame
 import pytest
 import torch
 
-import play
 from conftest import ROOT, run_cli
 from dataset import Control, ControlSpec, StoreWriter, open_store
 from dataset.__main__ import main as dataset_main
+from eval.health import sharpness
 from model.checkpoint import export_model, load_model
 from model.denoiser import Denoiser
-from record.live import LiveInput
+from play.health import Health
+from play.live import LiveInput
+from play.window import Player
+
+
+def load_script(path):
+    """A script as a module of its own name (not __main__, so it does not run)."""
+    spec = importlib.util.spec_from_file_location(path.stem + "_script", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+cli = load_script(ROOT / "play.py")  # the entry point: parse_args, build, main
 
 NOOP, LEFT, RIGHT, UP, DOWN = range(5)  # the block game's actions
 L = 2  # the tiny preset's context
@@ -82,8 +96,8 @@ def pad():
         p.detach()
 
 
-def player(*args: str) -> play.Player:
-    return play.build(play.parse_args([*args, "--fps", "0", "--threads", "1", "--seed", "3"]))
+def player(*args: str) -> Player:
+    return cli.build(cli.parse_args([*args, "--fps", "0", "--threads", "1", "--seed", "3"]))
 
 
 def key(name: str, down: bool = True) -> None:
@@ -95,7 +109,7 @@ def tap(name: str) -> None:
     key(name, False)
 
 
-def drive(p: play.Player, script: dict, frames: int | None = None) -> int:
+def drive(p: Player, script: dict, frames: int | None = None) -> int:
     """Run the loop; script[i]() is called before loop turn i (events it posts land in turn i)."""
     try:
         return p.run(frames, lambda i: script[i]() if i in script else None)
@@ -245,14 +259,14 @@ def test_the_real_game_runs_beside_the_model_on_the_same_input(block_run, tmp_pa
     drive(p, {0: lambda: key("left"), 1: lambda: key("left", False)}, 1)
     x1 = np.argwhere(p.real_frame[..., 0] > 200)[:, 1].min()
     assert x1 == max(0, x0 - 2), "the real block moved left by the game's speed"
-    assert play.main(["--checkpoint", run, "--no-real", "--frames", "1", "--save-dir", str(tmp_path)]) == 0
+    assert cli.main(["--checkpoint", run, "--no-real", "--frames", "1", "--save-dir", str(tmp_path)]) == 0
 
 
 def test_health_figure_is_one_on_real_frames_and_warns_on_blur_and_noise():
     rng = np.random.default_rng(0)
     real = np.kron(rng.integers(0, 256, (8, 4, 4, 3), dtype=np.uint8), np.ones((1, 4, 4, 1), np.uint8))  # blocks
-    h = play.Health(real, window=1)
-    assert h.update(real[0]) == pytest.approx(play.sharpness(real[:1])[0] / h.reference) and h.warning is None
+    h = Health(real, window=1)
+    assert h.update(real[0]) == pytest.approx(sharpness(real[:1])[0] / h.reference) and h.warning is None
     h.update(np.full((16, 16, 3), 128, np.uint8))
     assert h.value == 0 and "blurring" in h.warning
     h.update(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8))  # noise in every pixel
@@ -272,6 +286,7 @@ def xvfb():
         yield x
 
 
+@pytest.mark.slow
 def test_the_window_under_x11_shows_the_generated_frame_and_takes_xdotool_keys(xvfb, block_run, tmp_path):
     run, _ = block_run
     out, scale = tmp_path / "session.zarr", 8
@@ -346,7 +361,7 @@ def test_missing_checkpoint_and_bad_data_are_clear_errors(block_run, device_run,
     run, data = block_run
 
     def error(*args: str) -> str:
-        assert play.main([*args, "--frames", "1", "--save-dir", str(tmp_path)]) == 2
+        assert cli.main([*args, "--frames", "1", "--save-dir", str(tmp_path)]) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and "Traceback" not in err
         return err
@@ -360,6 +375,9 @@ def test_missing_checkpoint_and_bad_data_are_clear_errors(block_run, device_run,
             w.append(np.zeros((32, 32, 3), np.uint8), np.eye(5)[0], t)
     assert "--size 16x16" in error("--checkpoint", run, "--data", str(big))
     assert "--episode 99" in error("--checkpoint", run, "--episode", "99")
+    with pytest.raises(SystemExit) as stop:  # refused with the other options, before the model loads
+        cli.main(["--checkpoint", run, "--steps", "11"])
+    assert stop.value.code == 2 and "--steps 11: sampler steps must be between 1 and 10" in capsys.readouterr().err
     assert "already exists" in error("--checkpoint", run, "--save", str(data))
     if not torch.cuda.is_available():
         assert "no CUDA GPU" in error("--checkpoint", run, "--device", "cuda")
@@ -373,13 +391,13 @@ def test_missing_checkpoint_and_bad_data_are_clear_errors(block_run, device_run,
     cfg.data.stores = [str(tmp_path / "gone.zarr")]
     export_model(moved, model, cfg, 4)
     assert "pass --data STORE" in error("--checkpoint", str(moved))
-    assert play.main(["--checkpoint", str(moved), "--data", str(data), "--frames", "1",
+    assert cli.main(["--checkpoint", str(moved), "--data", str(data), "--frames", "1",
                       "--save-dir", str(tmp_path)]) == 0
 
 
 def test_a_spec_the_devices_cannot_fully_drive_plays_with_a_clear_message(block_run, device_run, tmp_path, capsys):
     run = device_run[0]  # needs a gamepad, and none is connected
-    assert play.main(["--checkpoint", run, "--frames", "2", "--save-dir", str(tmp_path)]) == 0
+    assert cli.main(["--checkpoint", run, "--frames", "2", "--save-dir", str(tmp_path)]) == 0
     assert "the model reads a gamepad but none is connected: plug one in" in capsys.readouterr().err
 
     _, cfg, _ = load_model(block_run[0])
@@ -394,11 +412,11 @@ def test_a_spec_the_devices_cannot_fully_drive_plays_with_a_clear_message(block_
         with StoreWriter(store, spec=spec, fps=15, frame_size=(16, 16), source={}) as w:
             for t in range(4):
                 w.append(np.full((16, 16, 3), 60 * t, np.uint8), spec.one_hot(0) if spec.exclusive else np.zeros(2), t)
-        assert play.main(["--checkpoint", str(folder), "--data", str(store), "--frames", "2",
+        assert cli.main(["--checkpoint", str(folder), "--data", str(store), "--frames", "2",
                           "--save-dir", str(tmp_path)]) == 0
         err = capsys.readouterr().err
         assert says in err and "Traceback" not in err
-    keyed = play.build(play.parse_args(["--checkpoint", str(tmp_path / "action_0"), "--data", str(store),
+    keyed = cli.build(cli.parse_args(["--checkpoint", str(tmp_path / "action_0"), "--data", str(store),
                                         "--keys", "left=0,right=2"]))
     keyed.close()
     assert keyed.live.playable

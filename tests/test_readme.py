@@ -1,6 +1,7 @@
 """Every command the README shows exists: its --help runs, and every option the README uses
 appears in that help. Make targets exist. So the README cannot drift from the code."""
 
+import functools
 import re
 import shlex
 
@@ -50,11 +51,17 @@ def test_the_readme_shows_the_commands_of_every_job():
         assert needed in joined, f"the README shows no `{needed}` command"
 
 
+@functools.cache
+def help_of(cmd: tuple[str, ...]) -> str:
+    """`python CMD --help`, asked once per command for the whole module."""
+    return run_cli(*cmd, "--help", env={"PYNPUT_BACKEND": "dummy"}).stdout
+
+
 @pytest.mark.parametrize("line", PYTHON)
 def test_readme_command_exists_with_its_options(line):
     words = shlex.split(line.replace("[", "").replace("]", ""))
     cmd, rest = target(words)
-    help_text = run_cli(*cmd, "--help", env={"PYNPUT_BACKEND": "dummy"}).stdout
+    help_text = help_of(tuple(cmd))
     for word in rest:
         option = word.split("=")[0]
         if option.startswith("--"):

@@ -9,6 +9,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -26,6 +27,7 @@ def train_cli(*args, check=True, **kw):
     return run_cli("train.py", *args, "--quiet", check=check, **kw)
 
 
+@pytest.mark.slow
 def test_tiny_run_writes_every_artifact(tmp_path, block_store):
     train_cli("--config", "configs/tiny.yaml", "--data", str(block_store), f"out_dir={tmp_path}",
               "train.steps=20", "train.sample_every=10", "train.eval_every=10")
@@ -55,6 +57,7 @@ def test_tiny_run_writes_every_artifact(tmp_path, block_store):
     assert "resuming from" in proc.stderr and "at step 20" in proc.stderr
 
 
+@pytest.mark.slow
 def test_dry_run_and_refusals_before_any_work(tmp_path, block_store):
     out = train_cli("--config", "configs/tiny.yaml", "--dry-run", "train.steps=3").stdout
     assert "steps: 3" in out and "channels:" in out
@@ -89,6 +92,7 @@ def test_resume_with_other_data_is_refused(tmp_path, block_store):
     assert "control spec of the training data differs from that of the checkpoint" in proc.stderr
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path, block_store):
     args = ["--config", "configs/tiny.yaml", "--data", str(block_store), f"out_dir={tmp_path}",
             "train.steps=300", "train.save_every=20", "train.keep_checkpoints=2", *FAST]
@@ -109,23 +113,34 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path, block_store)
     state_before = load_file(str(saved / "optimizer.safetensors"))
     ema_before = load_file(str(saved / "ema.safetensors"))
     step = json.loads((saved / "state.json").read_text())["step"]
+    # what resuming restores is the saved state, value for value
+    from model.checkpoint import load_training_state
+    from model.config_file import load_config
+    from model.ema import make_ema
+    from model.denoiser import Denoiser
+    from model.training import make_optimizer
+    cfg = load_config("configs/tiny.yaml", FAST)
+    fresh = Denoiser(cfg.model, cfg.diffusion, open_store(block_store).spec, cfg.data.context)
+    ema, opt = make_ema(fresh), make_optimizer(fresh, cfg)
+    load_training_state(saved, fresh, ema, opt)
+    assert all(torch.equal(v, ema_before[k]) for k, v in ema.state_dict().items())
+    restored = {f"{pid}.{k}": v for pid, st in opt.state_dict()["state"].items() for k, v in st.items()}
+    assert restored.keys() == state_before.keys()
+    assert all(torch.equal(torch.as_tensor(v), state_before[k]) for k, v in restored.items())
+    t_resume = time.time()
     res = train_cli(*args, "name=killed", "--resume")
     assert f"at step {step}" in res.stderr
     stats = [json.loads(line) for line in (tmp_path / "killed" / "stats.jsonl").read_text().splitlines()]
-    resumed_steps = [r["step"] for r in stats if "train/loss" in r]
-    assert step + 5 in resumed_steps or step == 300
+    resumed_steps = [r["step"] for r in stats if "train/loss" in r and r["time"] >= t_resume]
+    assert resumed_steps == list(range(step + 5, 301, 5)), "the resumed run logs from the step after its checkpoint"
     a = load_file(str(tmp_path / "straight" / "model.safetensors"))
     b = load_file(str(tmp_path / "killed" / "model.safetensors"))
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), f"{k} differs between the uninterrupted and the resumed run"
-    final = latest_checkpoint(tmp_path / "straight")
-    oa = load_file(str(final / "optimizer.safetensors"))
+    oa = load_file(str(latest_checkpoint(tmp_path / "straight") / "optimizer.safetensors"))
     ob = load_file(str(latest_checkpoint(tmp_path / "killed") / "optimizer.safetensors"))
-    assert all(torch.equal(oa[k], ob[k]) for k in oa)
-    # the state that was restored is the one that was saved (checked on the straight run's copy)
-    straight_at = tmp_path / "straight" / "checkpoints"
-    assert state_before.keys() == oa.keys() and ema_before.keys() == load_file(str(final / "ema.safetensors")).keys()
+    assert oa.keys() == ob.keys() and all(torch.equal(oa[k], ob[k]) for k in oa)
 
 
 def direction_accuracy(model, cfg, ds) -> tuple[float, float, float]:
@@ -153,6 +168,7 @@ def direction_accuracy(model, cfg, ds) -> tuple[float, float, float]:
     return psnr(out, f[:, L]), psnr(f[:, L - 1], f[:, L]), float(np.mean(hits)), len(hits)
 
 
+@pytest.mark.slow
 def test_learns_the_block_game_and_follows_the_action(tmp_path, block_store):
     """About a minute of CPU training: one-step PSNR beats repeating the last frame by 4 dB, and
     the generated block moves the way the given action says in at least 90% of held-out moves."""
@@ -172,11 +188,14 @@ def test_learns_the_block_game_and_follows_the_action(tmp_path, block_store):
     assert acc >= 0.9, f"the block moved the right way in {acc:.0%} of {n} held-out moves"
 
 
+@pytest.mark.slow
 def test_learns_a_real_atari_game_to_the_repeat_last_level(tmp_path):
-    """Breakout at 32x32 from the sticky bot, scored on a recording with another seed. Under a
-    minute of CPU training brings the one-step prediction to within 0.5 dB of repeating the last
-    frame (measured: 42.66 vs 42.83 dB; the scene is redrawn to the 8-bit level), 7 dB above the
-    mean frame, and 2 dB above the untrained model (whose residual output starts near a copy).
+    """Breakout at 32x32 from the sticky bot, scored on a recording with another seed. About a
+    minute of CPU training (1,200 steps) brings the one-step prediction to within 0.5 dB of
+    repeating the last frame (measured on an AVX-512 EPYC: 42.81, 42.78, 42.66 with train seeds 0, 1, 2 vs
+    42.83 dB; the scene is redrawn to the 8-bit level. At 600 steps seeds gave 42.08 to 42.62,
+    too close to the line on another CPU), 7 dB above the mean frame, and 2 dB above the
+    untrained model (whose residual output starts near a copy).
     Beating repeat-last on Atari needs the motion of 1-pixel objects, which takes longer than a
     test affords; the block-game test above checks that margin and the use of actions."""
     store, held_out = tmp_path / "breakout.zarr", tmp_path / "held_out.zarr"
@@ -191,7 +210,7 @@ def test_learns_a_real_atari_game_to_the_repeat_last_level(tmp_path):
     mean_frame = (mean_frame / 127.5 - 1)[None]
     p_mean, p_last = psnr(mean_frame.expand_as(f[:, 2]), f[:, 2]), psnr(f[:, 1], f[:, 2])
     scores = []
-    for steps in (1, 600):
+    for steps in (1, 1200):
         model, cfg = train_model(tmp_path, store, steps)
         with torch.no_grad():
             out = next_frame(model, f[:, :2], b.actions[:, :2], b.mask[:, :2], cfg.sampler,

@@ -63,6 +63,21 @@ def unplayable_controls(spec: ControlSpec) -> list[str]:
     return [f"{c.name} (source {c.source!r})" for c in spec.controls if source_kind(c.source) != c.kind]
 
 
+def input_messages(spec: ControlSpec, live: LiveInput, keys: str) -> list[str]:
+    """What the player should know about the controls: --keys it ignores, controls nothing drives."""
+    messages = [] if spec.exclusive or not keys else [
+        "--keys is for discrete games; this model reads the keys its control spec names"]
+    bad = unplayable_controls(spec)
+    if bad:
+        messages.append(f"no keyboard, mouse or gamepad input drives {', '.join(bad)}; they stay at 0 "
+                        "(play reads key:, mouse: and pad: sources; retrain with a control profile naming them)")
+    if not live.playable:
+        messages.append("nothing you press reaches this model: " + ("its actions have no UP/DOWN/LEFT/RIGHT/FIRE "
+                        "meanings; pass --keys KEY=INDEX,... (e.g. --keys left=0,right=1)" if spec.exclusive
+                        else "none of its controls has an input source play can read"))
+    return messages
+
+
 def hotkey_map(claimed: frozenset[str]) -> tuple[dict[str, str], list[str]]:
     """key name -> hotkey, without the keys the model reads; and a warning per shadowed hotkey."""
     keys, warnings = {}, []

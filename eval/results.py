@@ -1,0 +1,63 @@
+"""What an evaluation builds and measures, as plain records: the reference every evaluation of a
+data set shares, the open-loop rollouts and the session results. eval.drift fills them,
+eval.summary reduces them to figures, eval.report writes them out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from eval.data import EvalData, RolloutCase, SessionSequence
+from eval.health import FrameHealth, HealthReference
+from eval.idm import IdmResult
+
+
+@dataclass
+class Reference:
+    """The data, the health reference, the action classifier and the mean training frame."""
+
+    data: EvalData
+    health: HealthReference
+    idm: IdmResult | None
+    mean_frame: np.ndarray
+    """uint8 [H, W, 3], the mean of the bank (the "mean frame" baseline)."""
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        return {"split": self.data.split, "health_reference": self.health.summary(),
+                "action_classifier": self.idm.summary() if self.idm else None}
+
+
+@dataclass
+class Rollouts:
+    """Open-loop rollouts and everything measured on them; arrays are [B, T] (B episodes,
+    T steps), NaN where a figure does not exist (past the recording, no classifier)."""
+
+    cases: list[RolloutCase]
+    generated: list[np.ndarray]
+    psnr: np.ndarray
+    ssim: np.ndarray
+    static_psnr: np.ndarray
+    """The frozen-frame baseline: the last context frame repeated."""
+    static_ssim: np.ndarray
+    health: list[FrameHealth]
+    real_health: list[FrameHealth]
+    drift: list[dict]
+    real_drift: list[dict]
+    action: np.ndarray
+    real_action: np.ndarray
+    frames_per_second: float
+    """Generated frames per second of wall time, all episodes of a batch together."""
+
+
+@dataclass
+class SessionResult:
+    """The reference-free figures of one session episode."""
+
+    seq: SessionSequence
+    health: FrameHealth
+    drift: dict
+    action: np.ndarray | None
+    """[T-1]: whether the classifier sees action t in the transition from frame t to t+1."""
+    note: str | None = None

@@ -1,0 +1,145 @@
+"""What the training loop in train.py is made of: the data, the loss module DDP syncs through,
+the optimizer and its schedule, the run folder, the log. The loop itself stays in train.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from dataset import WindowDataset, open_store
+from dataset.batch import Batch
+from dataset.controls import ControlSpec
+from dataset.windows import NoEpisodesError
+from model.checkpoint import export_model, latest_checkpoint, save_training_state
+from model.config import Config, ConfigError
+from model.config_file import to_dict
+from model.denoiser import Denoiser
+
+
+class LossModule(torch.nn.Module):
+    """forward(batch) -> loss, so DDP sees a forward call (it syncs gradients through it)."""
+
+    def __init__(self, denoiser: Denoiser) -> None:
+        super().__init__()
+        self.denoiser = denoiser
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        return self.denoiser.loss(batch)
+
+
+def build_data(cfg: Config) -> tuple[WindowDataset, WindowDataset | None]:
+    """Training and validation windows (None when the data has one episode); notes what was
+    skipped for damage when data.skip_damaged."""
+    d = cfg.data
+    if not d.stores:
+        raise ConfigError("no training data: pass --data STORE... or set data.stores in the config")
+    stores = [open_store(p) for p in d.stores]  # opened once: damage is looked for once per store
+    kw = dict(context=d.context, val_fraction=d.val_fraction, mode=d.mode, skip_damaged=d.skip_damaged)
+    train = WindowDataset(stores, split="train", **kw)
+    try:
+        val = WindowDataset(stores, split="val", **kw)
+    except NoEpisodesError:
+        val = None  # a single episode: nothing to hold out
+    for line in train.skipped + (val.skipped if val else []):
+        print(f"note: {line}", file=sys.stderr)
+    return train, val
+
+
+def check_resume(checkpoint: Path, data: WindowDataset) -> None:
+    """The data of a resumed run must have the control spec it was trained with."""
+    saved = json.loads((checkpoint / "state.json").read_text())
+    data.spec.check_same(ControlSpec.from_dict(saved["control_spec"]), "the training data",
+                         f"the checkpoint {checkpoint}")
+
+
+def prepare_run(cfg: Config, resume: bool) -> Path | None:
+    """Check the run folder before any work; returns the checkpoint to resume from."""
+    run_dir = cfg.run_dir
+    ckpt = latest_checkpoint(run_dir)
+    if resume:
+        if ckpt is None:
+            raise ConfigError(f"{run_dir}: nothing to resume (no complete checkpoint); drop --resume to start")
+        return ckpt
+    if ckpt is not None or (run_dir / "model.safetensors").exists():
+        raise ConfigError(f"{run_dir}: a run of this name exists; pass --resume to continue it, or "
+                          f"name=<new name> to start another")
+    return None
+
+
+def due(step: int, every: int, last: int) -> bool:
+    """Whether a periodic task runs at `step`: every `every` steps (0: never) and at the last."""
+    return step == last or (every > 0 and step % every == 0)
+
+
+def lr_at(step: int, cfg: Config) -> float:
+    """Linear warm-up to optim.lr, then constant."""
+    return cfg.optim.lr * min(1.0, (step + 1) / max(1, cfg.optim.warmup_steps))
+
+
+def make_optimizer(model: torch.nn.Module, cfg: Config) -> torch.optim.Optimizer:
+    """AdamW, weight decay on the weight matrices and kernels only."""
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    o = cfg.optim
+    return torch.optim.AdamW([{"params": decay, "weight_decay": o.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=o.lr, betas=tuple(o.betas), eps=o.eps)
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+class Logger:
+    """Appends a flat dict per log step to stats.jsonl; mirrors to wandb when asked."""
+
+    def __init__(self, cfg: Config, run_dir: Path, enabled: bool) -> None:
+        self.enabled = enabled
+        self.file = open(run_dir / "stats.jsonl", "a") if enabled else None
+        self.wandb = None
+        if enabled and cfg.log.wandb != "off":
+            import wandb
+
+            self.wandb = wandb.init(project=cfg.log.project, name=cfg.name, config=to_dict(cfg),
+                                    mode=cfg.log.wandb, dir=str(run_dir), resume="allow")
+
+    def log(self, step: int, stats: dict) -> None:
+        if not self.enabled:
+            return
+        self.file.write(json.dumps({"step": step, "time": time.time(), **stats}) + "\n")
+        self.file.flush()
+        if self.wandb is not None:
+            self.wandb.log(stats, step=step)
+
+    def close(self) -> None:
+        if self.file:
+            self.file.close()
+        if self.wandb is not None:
+            self.wandb.finish()
+
+
+class Rate:
+    """Steps per second between two log lines."""
+
+    def __init__(self, step: int) -> None:
+        self.t, self.step = time.perf_counter(), step
+
+    def __call__(self, step: int) -> float:
+        now = time.perf_counter()
+        rate = (step - self.step) / max(now - self.t, 1e-9)
+        self.t, self.step = now, step
+        return rate
+
+
+def save_run(run_dir: Path, step: int, denoiser: Denoiser, ema: Denoiser, optimizer: torch.optim.Optimizer,
+             cfg: Config, spec: ControlSpec) -> None:
+    """A full checkpoint (resumable) and the slim model.safetensors of the EMA weights."""
+    inner = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the optimizer
+    save_training_state(run_dir, step, denoiser, ema, inner, cfg, {"control_spec": spec.to_dict()},
+                        cfg.train.keep_checkpoints)
+    export_model(run_dir / "model.safetensors", ema, cfg, step)
