@@ -63,24 +63,38 @@ class Denoiser(nn.Module):
         ||F - (y - c_skip x) / c_out||^2 exactly."""
         frames = batch.frames_float()  # [B, L+1, 3, H, W]
         b, L = frames.shape[0], self.context
-        context, target = frames[:, :L], frames[:, L] - self.base(frames[:, :L])
-        actions, mask = batch.actions[:, :L], batch.mask[:, :L]
         cfg, dev = self.cfg, frames.device
         sigma = edm.sample_sigmas(b, cfg.p_mean, cfg.p_std, cfg.sigma_min, cfg.sigma_max, dev, generator)
-        noise = torch.randn(target.shape, device=dev, generator=generator)
+        noise = torch.randn(frames[:, L].shape, device=dev, generator=generator)
         if cfg.offset_noise > 0:
             noise = noise + cfg.offset_noise * torch.randn((b, 3, 1, 1), device=dev, generator=generator)
+        context, ctx_sigma = self.noisy_context(frames[:, :L], generator)
+        target = frames[:, L] - self.base(context)  # against the context as the network sees it
         s = sigma[:, None, None, None]
         x = target + s * noise
-        ctx_sigma = torch.zeros(b, device=dev)
-        if cfg.context_noise_max > 0:
-            ctx_sigma = torch.rand(b, device=dev, generator=generator) * cfg.context_noise_max
-            context = context + ctx_sigma[:, None, None, None, None] * torch.randn(
-                context.shape, device=dev, generator=generator)
-        out = self.inner(x, sigma, context, ctx_sigma, actions, mask)
+        out = self.inner(x, sigma, context, ctx_sigma, batch.actions[:, :L], batch.mask[:, :L])
         target_f = (target - edm.c_skip(s, cfg.sigma_data) * x) / edm.c_out(s, cfg.sigma_data)
         return ((out - target_f) ** 2).mean()
 
+    def noisy_context(self, context: torch.Tensor, generator: torch.Generator | None = None,
+                      level: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Context noise augmentation (GameNGen): the past frames [B, L, 3, H, W] plus Gaussian
+        noise of a level drawn uniformly in [0, context_noise_max] per sample (training), or of
+        the given `level` (generating); returns them and the levels [B] the network is told."""
+        b, dev = context.shape[0], context.device
+        if level is None:
+            top = self.cfg.context_noise_max
+            ctx_sigma = torch.rand(b, device=dev, generator=generator) * top if top > 0 else torch.zeros(b, device=dev)
+        else:
+            ctx_sigma = torch.full((b,), float(level), device=dev)
+        if not (ctx_sigma > 0).any():
+            return context, ctx_sigma
+        noise = torch.randn(context.shape, device=dev, generator=generator)
+        return context + ctx_sigma[:, None, None, None, None] * noise, ctx_sigma
+
     def base(self, context: torch.Tensor) -> torch.Tensor:
-        """What the diffused quantity is relative to: the clean last past frame (residual) or 0."""
+        """What the diffused quantity is relative to: the last past frame as the network sees it,
+        context noise included (residual), or 0. Taken against a clean frame instead, the network
+        would never learn to correct its base, and every artifact of a generated frame would be
+        carried forward into the next (a random walk)."""
         return context[:, -1] if self.cfg.residual else torch.zeros_like(context[:, -1])

@@ -91,12 +91,10 @@ def next_frame(denoiser, context: torch.Tensor, actions: torch.Tensor, mask: tor
     dev = context.device
     mask = torch.ones(b, L, dtype=torch.bool, device=dev) if mask is None else mask
     level = context_noise_used(sampler.context_noise, denoiser.cfg.context_noise_max)
-    ctx_sigma = torch.full((b,), level, device=dev)
     sigmas = edm.karras_sigmas(sampler.steps, sampler.sigma_min, sampler.sigma_max, sampler.rho).to(dev)
     noise = torch.randn((b, c, h, w), device=dev, generator=generator)
-    base = denoiser.base(context)
-    if level > 0:
-        context = context + level * torch.randn(context.shape, device=dev, generator=generator)
+    context, ctx_sigma = denoiser.noisy_context(context, generator, level)
+    base = denoiser.base(context)  # as in training: the last frame as the network sees it
     x = sample(lambda x, s: denoiser(x, s, context, ctx_sigma, actions, mask), noise, sigmas,
                sampler.method, sampler.churn, generator)
     return quantize((base + x).clamp(-1, 1))

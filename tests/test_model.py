@@ -133,7 +133,7 @@ def test_perfect_denoiser_has_zero_loss():
 
     def perfect_inner(x, sigma, context, ctx_sigma, actions, mask):
         frames = batch.frames_float()
-        target = frames[:, -1] - model.base(frames[:, :-1])
+        target = frames[:, -1] - model.base(context)  # the base is the context the network sees
         s = sigma[:, None, None, None]
         return (target - edm.c_skip(s, 0.5) * x) / edm.c_out(s, 0.5)
 
@@ -150,7 +150,7 @@ def test_the_f_space_loss_is_the_edm_loss_for_an_imperfect_network():
     inner = model.inner
 
     def recording_inner(x, sigma, context, ctx_sigma, actions, mask):
-        seen.update(x=x, sigma=sigma, out=inner(x, sigma, context, ctx_sigma, actions, mask))
+        seen.update(x=x, sigma=sigma, context=context, out=inner(x, sigma, context, ctx_sigma, actions, mask))
         return seen["out"]
 
     model.inner = recording_inner
@@ -159,7 +159,7 @@ def test_the_f_space_loss_is_the_edm_loss_for_an_imperfect_network():
     denoised = edm.c_skip(s, 0.5) * seen["x"] + edm.c_out(s, 0.5) * seen["out"]
     frames = batch.frames_float()
     # the clean target the noisy x was made from: x = target + sigma * noise
-    target = frames[:, -1] - model.base(frames[:, :-1])
+    target = frames[:, -1] - model.base(seen["context"])
     assert loss.item() > 0.01, "the network is not perfect"
     assert loss.item() == pytest.approx(edm.edm_loss(denoised, target, s, 0.5).item(), rel=1e-5)
 
