@@ -235,6 +235,8 @@ def print_drift(m: dict, out: Path) -> None:
               f"(repeat last {f(o['repeat_last']['psnr_pooled'])}, mean frame {f(o['mean_frame']['psnr_pooled'])}), "
               f"SSIM {f(o['model']['ssim']['mean'], 3)}")
         r = m["rollouts"]
+        hh = r["healthy_horizon"]
+        print(f"healthy horizon: {hh['min']} steps (worst episode), {f(hh['median'], 0)} median, of {r['horizon']}")
         print(f"rollouts ({len(r['episodes'])} episodes, {r['horizon']} steps): PSNR {f(r['psnr']['pooled'])} dB pooled "
               f"(frozen frame {f(r['frozen_frame']['psnr']['pooled'])}), SSIM {f(r['ssim']['overall']['mean'], 3)}; "
               f"drift score, last chunk {f(r['health']['drift_score']['per_chunk_mean'][-1])}")
@@ -244,6 +246,8 @@ def print_drift(m: dict, out: Path) -> None:
                   f"chance {f(a['chance'], 3)})")
     if "sessions" in m:
         s = m["sessions"]
+        print(f"sessions: healthy horizon {s['healthy_horizon']['min']} steps (worst), "
+              f"{f(s['healthy_horizon']['median'], 0)} median")
         print(f"sessions ({len(s['sequences'])} sequences): drift score, last chunk "
               f"{f(s['health']['drift_score']['per_chunk_mean'][-1])}")
     print(f"report: {out / 'index.html'}")

@@ -17,7 +17,7 @@ import torch
 from tqdm import tqdm
 
 from eval.data import EvalData, RolloutCase, SessionSequence, sample_frames, sample_transitions, sample_windows
-from eval.health import HealthReference, drift_score, frame_health
+from eval.health import HealthBand, HealthReference, drift_score, frame_health
 from eval.idm import ActionLabels, IdmResult, correct, train_idm
 from eval.metrics import mse, psnr, psnr_from_mse, ssim
 from eval.results import Reference, Rollouts, SessionResult
@@ -48,7 +48,16 @@ def build_reference(data: EvalData, settings: DriftSettings, device: torch.devic
         idm = train_idm(sample_transitions(data.train, settings.idm_pairs),
                         sample_transitions(data.heldout_pairs, settings.idm_pairs), data.spec,
                         steps=settings.idm_steps, device=device, seed=settings.seed, progress=settings.progress)
-    return Reference(data, health, idm, bank.mean(0).round().astype(np.uint8), notes)
+    return Reference(data, health, idm, bank.mean(0).round().astype(np.uint8), real_band(data, health, settings),
+                     notes)
+
+
+def real_band(data: EvalData, health: HealthReference, settings: DriftSettings, episodes: int = 16,
+              frames: int = 2000) -> HealthBand:
+    """The healthy horizon's band, from the health of up to `episodes` held-out episodes (at most
+    `frames` frames each) in windows of settings.health_window steps."""
+    seqs = [data.heldout.episode_steps(i, frames)[0] for i in range(min(episodes, len(data.heldout.ep_len)))]
+    return HealthBand.build([frame_health(f, health) for f in seqs], settings.health_window)
 
 
 # -- teacher-forced one-step quality ---------------------------------------------------------------------

@@ -7,7 +7,11 @@ free-running session. Each is compared with the same number on real frames of th
   mean over R, G, B (0 = the same distribution of levels, 1 = no level in common).
 - nearest: RMSE in [0, 1] units to the nearest frame of a bank of training frames (0 = a copy
   of a training frame; real unseen frames sit at some typical distance).
+- motion: mean absolute change from the previous frame, in [0, 1] units (0 for a frozen
+  picture; flicker and noise score high).
 - drift score: each chunk of a sequence against its first chunk (see `drift_score`).
+- healthy horizon: the first step at which a sequence's health, averaged over a window of
+  steps, leaves the band that windows of real frames occupy (see `HealthBand`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,16 @@ def sharpness(frames) -> np.ndarray:
     luma = (x * torch.tensor(LUMA)[None, :, None, None]).sum(1, keepdim=True)  # [N, 1, H, W]
     lap = F.conv2d(luma, LAPLACIAN[None, None])  # [N, 1, H-2, W-2]
     return lap.flatten(1).var(1, unbiased=False).numpy().astype(np.float64)
+
+
+def motion(frames) -> np.ndarray:
+    """Mean absolute change of each frame from the one before, [N], in [0, 1] units; the first
+    frame takes the second's value (a single frame: 0)."""
+    x = _float(frames)
+    if len(x) < 2:
+        return np.zeros(len(x))
+    d = (x[1:] - x[:-1]).abs().flatten(1).mean(1).double().numpy()
+    return np.concatenate([d[:1], d])
 
 
 def frame_histograms(frames, bins: int = BINS) -> np.ndarray:
@@ -113,19 +127,72 @@ class FrameHealth:
     nearest: np.ndarray
     histograms: np.ndarray
     """[T, 3, BINS], kept for the chunked drift score."""
+    motion: np.ndarray
 
     def __len__(self) -> int:
         return len(self.sharpness)
 
     def curves(self) -> dict[str, np.ndarray]:
-        return {"sharpness": self.sharpness, "colour_distance": self.colour_distance, "nearest": self.nearest}
+        return {"sharpness": self.sharpness, "colour_distance": self.colour_distance, "nearest": self.nearest,
+                "motion": self.motion}
 
 
 def frame_health(frames: np.ndarray, ref: HealthReference) -> FrameHealth:
     """Health of each frame of `frames` (uint8 [T, H, W, 3]) against `ref`."""
     hists = frame_histograms(frames)
     return FrameHealth(sharpness(frames), histogram_distance(hists, ref.histogram[None]),
-                       nearest(frames, ref.bank)[0], hists)
+                       nearest(frames, ref.bank)[0], hists, motion(frames))
+
+
+BAND_FACTOR = 2.0  # how far outside the real windows' range a figure may go and still count as healthy
+FIGURES = ("sharpness", "motion", "colour_distance", "nearest")
+
+
+def window_means(values: np.ndarray, window: int) -> np.ndarray:
+    """Means of consecutive windows of `window` steps (the last may be shorter)."""
+    return np.array([values[a:a + window].mean() for a in range(0, len(values), window)])
+
+
+@dataclass
+class HealthBand:
+    """The band real frames occupy, per figure, for windows of `window` steps: a generated
+    window is healthy when each figure lies within it. From windows of real held-out frames:
+    sharpness and motion in [lowest real / 2, highest real x 2] (catches blur, a frozen world,
+    flicker and noise), colour distance and nearest-frame RMSE at most 2 x the highest real
+    (catches colours and shapes leaving the data)."""
+
+    window: int
+    low: dict[str, float]
+    high: dict[str, float]
+
+    @classmethod
+    def build(cls, real: list[FrameHealth], window: int, figures: tuple[str, ...] = FIGURES) -> HealthBand:
+        means = {k: np.concatenate([window_means(getattr(h, k), window) for h in real if len(h)]) for k in figures}
+        low = {k: float(means[k].min()) / BAND_FACTOR if k in ("sharpness", "motion") else 0.0 for k in figures}
+        high = {k: float(means[k].max()) * BAND_FACTOR for k in figures}
+        return cls(window, low, high)
+
+    def leaves(self, figure: str, mean: float) -> str | None:
+        """"low" or "high" when a window mean of `figure` lies outside the band, else None."""
+        return "low" if mean < self.low[figure] else "high" if mean > self.high[figure] else None
+
+    def outside(self, h: FrameHealth) -> list[tuple[int, str]]:
+        """(start step, figure) of each window of `h` with a figure outside the band."""
+        out = []
+        for k in self.low:
+            for i, m in enumerate(window_means(getattr(h, k), self.window)):
+                if self.leaves(k, m):
+                    out.append((i * self.window, k))
+        return sorted(out, key=lambda x: (x[0], FIGURES.index(x[1])))
+
+    def horizon(self, h: FrameHealth) -> tuple[int, str | None]:
+        """The healthy horizon of one sequence: the steps before the first window that leaves
+        the band, and the figure that left it; (len(h), None) when no window does."""
+        out = self.outside(h)
+        return (out[0][0], out[0][1]) if out else (len(h), None)
+
+    def summary(self) -> dict:
+        return {"window": self.window, "low": self.low, "high": self.high, "factor": BAND_FACTOR}
 
 
 def chunk_size(horizon: int, chunks: int) -> int:

@@ -223,7 +223,7 @@ def _rollouts(m: dict) -> str:
                         _ms(fz["ssim"]["overall"], 3)]])
     rows = _crossing_rows(r["psnr"]["crossings"], n, " dB") + _crossing_rows(r["ssim"]["crossings"], n, " SSIM")
     below = r["psnr_below_frozen_frame_from_step"]
-    return H.section("Open-loop rollouts", H.para(
+    return H.section("Open-loop rollouts", _healthy(r["healthy_horizon"], r["horizon"]), H.para(
         f"{n} held-out episodes, each started from its first real frames and driven by its recorded actions for "
         f"{r['horizon']} steps. Ground truth lasts as long as the episode ({r['reference_steps']['min']} to "
         f"{r['reference_steps']['max']} steps here): PSNR and SSIM stop there, the health figures below run on. "
@@ -235,6 +235,15 @@ def _rollouts(m: dict) -> str:
         H.para("Step (all episodes): where the curve over episodes first falls below the threshold (PSNR pooled: "
                "that of the mean squared error over episodes; SSIM: the mean)."),
         H.para(f"Generation: {H.fmt(r['generated_frames_per_second'], 1)} frames/s (all episodes of a batch together)."))
+
+
+def _healthy(hh: dict, horizon: int) -> str:
+    """The headline for long sessions: the healthy horizon, worst episode and median."""
+    left = ", ".join(f"{n}{'' if k is None else f' ({k})'}" for n, k in zip(hh["per_episode"], hh["left_by"]))
+    return H.para(f"Healthy horizon: {hh['min']} steps in the worst episode, {H.fmt(hh['median'], 0)} median, of "
+                  f"{horizon}: the steps before the first window of {hh['window']} steps whose health (sharpness, "
+                  "motion, colour distance, nearest-frame RMSE) leaves the band windows of real held-out frames "
+                  f"occupy. Per episode (the figure that left first): {left}.")
 
 
 def _chunk_table(health: dict, real: dict | None, action: dict | None, frames: int) -> str:
@@ -262,7 +271,7 @@ def _chunk_table(health: dict, real: dict | None, action: dict | None, frames: i
 
 
 HEALTH_HELP = ("Sharpness is the variance of the Laplacian of the luma, shown as a ratio to real held-out frames "
-               "(below 1: blurrier). Colour distance is the total variation distance between a frame's colour "
+               "(below 1: blurrier). Motion is the mean absolute change from one frame to the next (0: frozen). Colour distance is the total variation distance between a frame's colour "
                "histogram and the training data's (0 to 1). Nearest RMSE is the distance to the closest of the "
                "bank of training frames ([0, 1] units). The drift score compares each chunk with the first: "
                "|log2 sharpness ratio| + colour histogram shift + the rise in nearest distance over the spread of the "
@@ -305,6 +314,7 @@ def _sessions(m: dict) -> str:
     rows = [[q["store"], q["episode"], q["frames"], q["note"] or ""] for q in s["sequences"]]
     return H.section("Saved sessions (reference-free)", H.para(
         "Sessions have no ground truth: only health, drift and action following are measured. " + HEALTH_HELP),
+        _healthy(s["healthy_horizon"], max(q["frames"] for q in s["sequences"])),
         H.table(["store", "episode", "frames", "note"], rows), H.image("sessions_health.png", "session health"),
         _chunk_table(s["health"], None, s.get("action_following"), frames),
         _action(s.get("action_following"), m["reference"], False),

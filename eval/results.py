@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from eval.data import EvalData, RolloutCase, SessionSequence
-from eval.health import FrameHealth, HealthReference
+from eval.health import FrameHealth, HealthBand, HealthReference
 from eval.idm import IdmResult
 
 
@@ -22,10 +22,13 @@ class Reference:
     idm: IdmResult | None
     mean_frame: np.ndarray
     """uint8 [H, W, 3], the mean of the bank (the "mean frame" baseline)."""
+    band: HealthBand
+    """The band windows of real held-out frames occupy (the healthy horizon's)."""
     notes: list[str] = field(default_factory=list)
 
     def summary(self) -> dict:
         return {"split": self.data.split, "health_reference": self.health.summary(),
+                "health_band": self.band.summary(),
                 "action_classifier": self.idm.summary() if self.idm else None}
 
 

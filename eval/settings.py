@@ -48,6 +48,8 @@ class DriftSettings:
     ssim_thresholds: list[float] = option([0.9, 0.8, 0.7], "report the step at which SSIM falls below each",
                                           metavar="S,...", parse=floats)
     chunks: int = option(10, "the horizon is cut into this many chunks for the drift score", at_least=1)
+    health_window: int = option(100, "steps per window of the healthy horizon: each window's mean health "
+                                "must stay in the band that windows of real frames occupy", at_least=1)
     windows: int = option(512, "held-out windows for the one-step figures", at_least=1)
     bank: int = option(2000, "training frames in the nearest-frame bank and the colour reference", at_least=1)
     idm_steps: int = option(600, "training steps of the action classifier, batch 64", at_least=1)

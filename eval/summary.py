@@ -9,7 +9,7 @@ import math
 import numpy as np
 import torch
 
-from eval.health import FrameHealth, HealthReference
+from eval.health import FrameHealth, HealthBand, HealthReference
 from eval.metrics import PSNR_CAP, psnr_from_mse
 from eval.results import Reference, Rollouts, SessionResult
 from eval.settings import DriftSettings
@@ -111,10 +111,10 @@ def health_summary(health: list[FrameHealth], drifts: list[dict], ref: HealthRef
     ratios to the real level, and the mean drift score per chunk."""
     T = max(map(len, health))
     out = {}
-    for key in ("sharpness", "colour_distance", "nearest"):
+    for key in ("sharpness", "colour_distance", "nearest", "motion"):
         arr = np.stack([pad(getattr(h, key), T) for h in health])
         out[key] = {"per_step_mean": per_step(arr)["mean"], "per_chunk_mean": chunk_means(arr, size),
-                    "real_level": num(getattr(ref, key))}
+                    "real_level": num(getattr(ref, key)) if hasattr(ref, key) else None}
     s = out["sharpness"]["per_chunk_mean"]
     out["sharpness"]["per_chunk_ratio_to_real"] = [num(x / ref.sharpness) if x is not None and ref.sharpness > 0
                                                   else None for x in s]
@@ -122,6 +122,16 @@ def health_summary(health: list[FrameHealth], drifts: list[dict], ref: HealthRef
     out["drift_score"] = {"per_chunk_mean": drift_means(drifts, n_chunks), "chunk_frames": size,
                           "per_sequence": drifts}
     return out
+
+
+def healthy_horizon(health: list[FrameHealth], band: HealthBand) -> dict:
+    """The healthy horizon of each sequence (steps before its first window outside the band of
+    real frames, capped at its length) and pooled over them: the worst (`min`, the headline)
+    and the median; which figure left the band first, per sequence."""
+    found = [band.horizon(h) for h in health]
+    steps = [n for n, _ in found]
+    return {"per_episode": steps, "left_by": [k for _, k in found], "min": min(steps),
+            "median": num(float(np.median(steps))), "of": [len(h) for h in health], "window": band.window}
 
 
 def rollout_summary(r: Rollouts, settings: DriftSettings, ref: Reference) -> dict:
@@ -144,6 +154,8 @@ def rollout_summary(r: Rollouts, settings: DriftSettings, ref: Reference) -> dic
                                   "overall": stats(r.static_psnr), "pooled": pooled_psnr(r.static_psnr)},
                          "ssim": {"per_step_mean": per_step(r.static_ssim)["mean"], "overall": stats(r.static_ssim)}},
         "psnr_below_frozen_frame_from_step": first_below(beats, 0.0),
+        "healthy_horizon": healthy_horizon(r.health, ref.band),
+        "real_healthy_horizon": healthy_horizon([h for h in r.real_health if len(h)], ref.band),
         "health": health_summary(r.health, r.drift, ref.health, size),
         "real_health": health_summary(r.real_health, r.real_drift, ref.health, size),
     }
@@ -160,6 +172,7 @@ def rollout_summary(r: Rollouts, settings: DriftSettings, ref: Reference) -> dic
 def session_summary(results: list[SessionResult], settings: DriftSettings, ref: Reference) -> dict:
     out = {"sequences": [{"store": r.seq.path, "episode": r.seq.episode, "start": r.seq.start,
                           "frames": len(r.seq.frames), "note": r.note} for r in results],
+           "healthy_horizon": healthy_horizon([r.health for r in results], ref.band),
            "health": health_summary([r.health for r in results], [r.drift for r in results], ref.health,
                                     settings.chunk)}
     acts = [r.action for r in results if r.action is not None and len(r.action)]

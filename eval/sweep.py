@@ -45,6 +45,7 @@ def row(m: SweepModel, noise: float, used: float, steps: int, summary: dict, one
             "psnr_threshold": first["threshold"] if first else None,
             "steps_to_psnr_threshold": first["curve_step"] if first else None,
             "psnr_below_frozen_frame_from_step": r["psnr_below_frozen_frame_from_step"],
+            "healthy_horizon": r["healthy_horizon"]["min"], "healthy_horizon_median": r["healthy_horizon"]["median"],
             "final_drift_score": drift[-1] if drift else None, "final_sharpness_ratio": sharp[-1] if sharp else None,
             "action_accuracy": act.get("accuracy"), "frames_per_second": r["generated_frames_per_second"]}
 
@@ -52,7 +53,8 @@ def row(m: SweepModel, noise: float, used: float, steps: int, summary: dict, one
 COLUMNS = [("checkpoint", "checkpoint"), ("context_noise_used", "context noise"), ("sampler_steps", "steps"),
            ("one_step_psnr_pooled", "1-step PSNR"), ("rollout_psnr_pooled", "rollout PSNR"),
            ("rollout_ssim", "rollout SSIM"), ("steps_to_psnr_threshold", "steps to threshold"),
-           ("psnr_below_frozen_frame_from_step", "below frozen from"), ("final_drift_score", "final drift"),
+           ("psnr_below_frozen_frame_from_step", "below frozen from"), ("healthy_horizon", "healthy horizon"),
+           ("final_drift_score", "final drift"),
            ("final_sharpness_ratio", "final sharpness"), ("action_accuracy", "action acc."),
            ("frames_per_second", "frames/s")]
 

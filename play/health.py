@@ -1,32 +1,59 @@
-"""The play window's live health figure: how sharp the generated frames are next to real ones."""
+"""The play window's live health figure: eval's reference-free health (eval.health) of the last
+frames generated, against the band that windows of real frames occupy."""
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
-from eval.health import sharpness
+from eval.health import FrameHealth, HealthBand, frame_histograms, histogram_distance, motion, sharpness
 
-HEALTH_RANGE = (0.5, 2.0)  # sharpness of the generated frames over that of real ones, outside = bad
+FIGURES = ("sharpness", "motion", "colour_distance")
+"""eval's figures but the nearest-frame distance, which needs a bank of training frames."""
+WARNINGS = {("sharpness", "low"): "frames are blurring", ("sharpness", "high"): "frames are turning to noise",
+            ("motion", "low"): "the world has frozen", ("motion", "high"): "frames are flickering",
+            ("colour_distance", "high"): "colours are leaving the game's"}
 
 
 class Health:
-    """A live health figure: the sharpness of the generated frames over that of real frames,
-    averaged over about `window` frames; 1 is like the data, below 0.5 is a blur, above 2 noise."""
+    """Live health over the last `window` generated frames: sharpness, motion and colour distance,
+    each a window mean checked against the band of real frames' windows (eval.health.HealthBand).
+    `value` is the window's sharpness over that of real frames (1 is like the data), for the HUD."""
 
     def __init__(self, real_frames: np.ndarray, window: int = 30) -> None:
-        self.reference = float(sharpness(np.asarray(real_frames)).mean())
-        self.alpha, self.value = 1.0 / window, None
+        real = np.asarray(real_frames)
+        self.histogram = frame_histograms(real).mean(0)
+        self.reference = float(sharpness(real).mean())
+        s, c = sharpness(real), histogram_distance(frame_histograms(real), self.histogram[None])
+        real_health = FrameHealth(s, c, np.zeros(len(real)), np.zeros((len(real), 3, 1)), motion(real))
+        self.band = HealthBand.build([real_health], window, FIGURES)
+        self.recent = {k: deque(maxlen=window) for k in FIGURES}
+        self.previous: np.ndarray | None = None
+        self.value: float | None = None
+        self.out: tuple[str, str] | None = None
+
+    def reset(self) -> None:
+        for d in self.recent.values():
+            d.clear()
+        self.previous, self.value, self.out = None, None, None
 
     def update(self, frame: np.ndarray) -> float | None:
-        if self.reference < 1e-6:
-            return None  # flat real frames: nothing to compare with
-        r = float(sharpness(np.asarray(frame)[None])[0]) / self.reference
-        self.value = r if self.value is None else self.value + self.alpha * (r - self.value)
+        """Add one generated frame (uint8 [H, W, 3]); returns the sharpness ratio (None on flat data)."""
+        f = np.asarray(frame)[None]
+        self.recent["sharpness"].append(float(sharpness(f)[0]))
+        self.recent["colour_distance"].append(float(histogram_distance(frame_histograms(f)[0], self.histogram)))
+        if self.previous is not None:
+            self.recent["motion"].append(float(np.abs(f[0].astype(np.int16) - self.previous).mean()) / 255)
+        self.previous = f[0].astype(np.int16)
+        means = {k: float(np.mean(d)) for k, d in self.recent.items() if d}
+        self.out = next(((k, side) for k in FIGURES if k in means
+                         if (side := self.band.leaves(k, means[k]))), None)
+        self.value = means["sharpness"] / self.reference if self.reference >= 1e-6 else None
         return self.value
 
     @property
     def warning(self) -> str | None:
-        if self.value is None or HEALTH_RANGE[0] <= self.value <= HEALTH_RANGE[1]:
+        if self.out is None:
             return None
-        kind = "blurring" if self.value < HEALTH_RANGE[0] else "turning to noise"
-        return f"frames are {kind}: press R to reset, or raise the context noise (=)"
+        return f"{WARNINGS[self.out]}: press R to reset, or raise the context noise (=)"

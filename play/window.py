@@ -98,7 +98,7 @@ class Player:
         self.context_from = where
         self.real_frame = self.real.reset(None if self.resets else self.opts.seed) if self.real else None
         self.resets += 1
-        self.health.value = None
+        self.health.reset()
         if self.session is not None:
             self.session.begin(frames[mask], actions[mask[:-1]], time.monotonic())
 

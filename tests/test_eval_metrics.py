@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from eval.health import (FrameHealth, HealthReference, drift_score, frame_histograms, frame_health,
-                         histogram_distance, nearest, sharpness)
+from eval.health import (FrameHealth, HealthBand, HealthReference, drift_score, frame_histograms, frame_health,
+                         histogram_distance, motion, nearest, sharpness)
 from eval.metrics import PSNR_CAP, psnr, psnr_from_mse, ssim
 
 
@@ -183,3 +183,42 @@ def test_health_reference_levels():
     assert ref.sharpness == pytest.approx(sharpness(bank).mean())
     h = frame_health(bank, ref)
     assert isinstance(h, FrameHealth) and len(h) == 4 and np.all(h.nearest == 0)
+
+
+def block_game_frames(seed: int, n: int, size: int = 32) -> np.ndarray:
+    """n consecutive frames of our block game under random held moves, uint8 [n, size, size, 3]."""
+    from record.games import BlockGame
+    game, rng = BlockGame(size=size, max_steps=10**9), np.random.default_rng(seed)
+    frames, action = [game.reset(seed=seed)[0]], 1
+    for t in range(n - 1):
+        action = int(rng.integers(1, 5)) if t % 6 == 0 else action
+        frames.append(game.step(action)[0])
+    return np.stack(frames)
+
+
+def test_motion_known_answers():
+    still = np.full((3, 8, 8, 3), 100, np.uint8)
+    assert motion(still).tolist() == [0.0, 0.0, 0.0]
+    flip = np.stack([np.zeros((8, 8, 3), np.uint8), np.full((8, 8, 3), 255, np.uint8)] * 2)
+    assert motion(flip).tolist() == pytest.approx([1.0, 1.0, 1.0, 1.0])
+
+
+def test_healthy_horizon_on_sequences_with_a_known_answer():
+    """Real frames keep the whole horizon; frames that turn to noise, freeze or blur at step k
+    lose it within one window of k, and the figure that left the band is named."""
+    T, k, window = 1200, 600, 50
+    bank = np.concatenate([block_game_frames(s, 400) for s in range(3)])
+    ref = HealthReference.build(bank, block_game_frames(9, 400))
+    band = HealthBand.build([frame_health(block_game_frames(s, 600), ref) for s in range(10, 14)], window)
+    real = block_game_frames(20, T)
+    assert band.horizon(frame_health(real, ref)) == (T, None)
+    noise = real.copy()
+    noise[k:] = np.random.default_rng(0).integers(0, 256, noise[k:].shape, dtype=np.uint8)
+    frozen = real.copy()
+    frozen[k:] = real[k]
+    blurred = real.copy()
+    blurred[k:] = real[k:].mean(axis=(1, 2), keepdims=True).round().astype(np.uint8)  # one flat colour
+    for frames, figures in ((noise, {"sharpness", "motion", "colour_distance", "nearest"}), (frozen, {"motion"}),
+                            (blurred, {"sharpness", "motion", "colour_distance", "nearest"})):
+        steps, figure = band.horizon(frame_health(frames, ref))
+        assert k - window <= steps <= k and figure in figures, (steps, figure)

@@ -271,6 +271,16 @@ def test_health_figure_is_one_on_real_frames_and_warns_on_blur_and_noise():
     assert h.value == 0 and "blurring" in h.warning
     h.update(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8))  # noise in every pixel
     assert h.value > 2 and "noise" in h.warning
+    # a world that stops moving is not healthy either, however sharp its frames
+    from test_eval_metrics import block_game_frames
+    real = block_game_frames(0, 256)
+    h = Health(real, window=30)
+    for frame in block_game_frames(1, 30):
+        h.update(frame)
+    assert h.warning is None
+    for _ in range(30):
+        h.update(frame)
+    assert 0.5 < h.value < 2 and "frozen" in h.warning
 
 
 # -- under Xvfb: the real window, keys from xdotool -----------------------------------------------

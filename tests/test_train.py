@@ -17,6 +17,7 @@ from conftest import ROOT, run_cli
 from dataset import Control, ControlSpec, StoreWriter, WindowDataset
 from dataset import open_store
 from model.checkpoint import latest_checkpoint, load_model
+from model.env import WorldModelEnv
 from model.sampler import next_frame
 
 FAST = ["model.channels=[8,16]", "model.cond_dim=32", "model.action_dim=8", "train.batch_size=4",
@@ -231,3 +232,41 @@ def train_model(tmp_path, store, steps):
               "diffusion.offset_noise=0.0", "diffusion.context_noise_max=0.1", timeout=600)
     model, cfg = load_model(tmp_path / name)[:2]
     return model, cfg
+
+
+@pytest.mark.slow
+def test_a_rollout_removes_a_blob_of_noise_from_its_context(tmp_path, block_store):
+    """The residual base is the last frame as the network sees it (context noise included), so
+    the model learns to correct its base. Rolled out from a context whose last frame carries a
+    6x6 blob of random pixels, it removes the blob within a few steps: PSNR to the rollout from
+    the clean context (same actions, same noise) is measured at 34 dB after 8 steps and 43 dB
+    after 16 (mean of 6 held-out episodes). With the base taken from the clean frame, the same
+    training left the blob in place: 16.8 and 17.4 dB."""
+    train_cli("--config", "configs/tiny.yaml", "--data", str(block_store), f"out_dir={tmp_path}",
+              "train.steps=800", "train.batch_size=16", "train.eval_every=100000", "train.sample_every=0",
+              "train.save_every=100000", "optim.lr=0.002", "data.val_fraction=0", timeout=600)
+    model, cfg, _ = load_model(tmp_path / "tiny")
+    held_out = tmp_path / "held_out.zarr"
+    run_cli("-m", "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "600",
+            "--max-hold", "6", "--seed", "2", "--quiet", "--out", str(held_out))
+    ds = WindowDataset([held_out], context=2, split="all")
+    rng = np.random.default_rng(0)
+    scores = {8: [], 16: []}
+    for ep in range(6):
+        frames, actions = ds.episode_steps(ep, 18)
+        clean = frames[None, :2]
+        blob = clean.copy()
+        y, x = rng.integers(0, 10, 2)
+        blob[0, -1, y:y + 6, x:x + 6] = rng.integers(0, 256, (6, 6, 3))
+        runs = []
+        for context in (clean, blob):
+            env = WorldModelEnv(model, cfg.sampler, seed=0)
+            env.reset(context, actions[None, :1])
+            runs.append(np.stack([env.step(actions[None, 1 + t])[0].numpy() for t in range(16)]))
+        for k in scores:
+            err = ((runs[0][k - 1].astype(float) - runs[1][k - 1].astype(float)) / 255) ** 2
+            scores[k].append(-10 * math.log10(max(err.mean(), 1e-10)))
+    at8, at16 = np.mean(scores[8]), np.mean(scores[16])
+    print(f"blob removal: PSNR to the clean rollout {at8:.1f} dB after 8 steps, {at16:.1f} after 16")
+    assert at8 > 27.0, f"the blob is still there after 8 steps ({at8:.1f} dB to the clean rollout)"
+    assert at16 > 33.0, f"the blob is still there after 16 steps ({at16:.1f} dB to the clean rollout)"
