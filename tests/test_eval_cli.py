@@ -187,7 +187,7 @@ def test_the_shared_options_are_the_settings_fields_with_their_rules():
     p = argparse.ArgumentParser()
     add_options(p, chunks=3)
     assert "(default: 30,25,20)" in p.format_help() and "(default: 3)" in p.format_help()
-    for name in ("horizon", "episodes", "chunks", "windows", "bank", "idm_steps", "idm_pairs", "batch"):
+    for name in ("horizon", "episodes", "chunks", "health_window", "windows", "bank", "idm_steps", "idm_pairs", "batch"):
         with pytest.raises(EvalError, match=f"^--{name.replace('_', '-')} must be at least 1$"):
             DriftSettings(**{name: 0}).check()
     DriftSettings(seed=-1).check()

@@ -190,15 +190,15 @@ def test_learns_the_block_game_and_follows_the_action(tmp_path, block_store):
 
 
 @pytest.mark.slow
-def test_learns_a_real_atari_game_to_the_repeat_last_level(tmp_path):
-    """Breakout at 32x32 from the sticky bot, scored on a recording with another seed. About a
-    minute of CPU training (1,200 steps) brings the one-step prediction to within 0.5 dB of
-    repeating the last frame (measured on an AVX-512 EPYC: 42.81, 42.78, 42.66 with train seeds 0, 1, 2 vs
-    42.83 dB; the scene is redrawn to the 8-bit level. At 600 steps seeds gave 42.08 to 42.62,
-    too close to the line on another CPU), 7 dB above the mean frame, and 2 dB above the
-    untrained model (whose residual output starts near a copy).
-    Beating repeat-last on Atari needs the motion of 1-pixel objects, which takes longer than a
-    test affords; the block-game test above checks that margin and the use of actions."""
+def test_learns_a_real_atari_game_beyond_repeating_the_last_frame(tmp_path):
+    """Breakout at 32x32 from the sticky bot, scored on a recording with another seed, from the
+    real past without context noise. About a minute of CPU training (1,200 steps) brings the
+    one-step prediction above repeating the last frame (measured: 45.85 vs 42.83 dB; the scene
+    is redrawn to the 8-bit level), 7 dB above the mean frame, and 2 dB above the untrained
+    model (whose residual output starts near a copy). With the residual base taken from the
+    clean frame (before the context noise) the same 1,200 steps reached only 42.66 to 42.81 dB
+    (train seeds 0, 1, 2; the same with or without context noise when generating): it failed this
+    test. The noisy base is what lets it beat the copy."""
     store, held_out = tmp_path / "breakout.zarr", tmp_path / "held_out.zarr"
     for path, seed, steps in ((store, 0, 2000), (held_out, 1, 400)):  # held out: another seed
         run_cli("-m", "record", "env", "--env", "ALE/Breakout-v5", "--steps", str(steps), "--size", "32x32",
@@ -213,13 +213,14 @@ def test_learns_a_real_atari_game_to_the_repeat_last_level(tmp_path):
     scores = []
     for steps in (1, 1200):
         model, cfg = train_model(tmp_path, store, steps)
+        cfg.sampler.context_noise = 0.0  # the prediction from the real past as it is
         with torch.no_grad():
             out = next_frame(model, f[:, :2], b.actions[:, :2], b.mask[:, :2], cfg.sampler,
                                  torch.Generator().manual_seed(0))
         scores.append(psnr(out, f[:, 2]))
     untrained, trained = scores
     print(f"untrained {untrained:.2f} dB, trained {trained:.2f}, repeat-last {p_last:.2f}, mean frame {p_mean:.2f}")
-    assert trained > p_last - 0.5, f"trained {trained:.2f} dB vs repeat-last {p_last:.2f}"
+    assert trained > p_last + 1.0, f"trained {trained:.2f} dB vs repeat-last {p_last:.2f}"
     assert trained > p_mean + 5, f"trained {trained:.2f} dB vs the mean frame's {p_mean:.2f}"
     assert trained > untrained + 1.0, f"trained {trained:.2f} dB vs untrained {untrained:.2f}"
 
