@@ -93,8 +93,17 @@ def next_frame(denoiser, context: torch.Tensor, actions: torch.Tensor, mask: tor
     level = context_noise_used(sampler.context_noise, denoiser.cfg.context_noise_max)
     sigmas = edm.karras_sigmas(sampler.steps, sampler.sigma_min, sampler.sigma_max, sampler.rho).to(dev)
     noise = torch.randn((b, c, h, w), device=dev, generator=generator)
+    last = context[:, -1]
     context, ctx_sigma = denoiser.noisy_context(context, generator, level)
     base = denoiser.base(context)  # as in training: the last frame as the network sees it
     x = sample(lambda x, s: denoiser(x, s, context, ctx_sigma, actions, mask), noise, sigmas,
                sampler.method, sampler.churn, generator)
-    return quantize((base + x).clamp(-1, 1))
+    return hold(quantize((base + x).clamp(-1, 1)), last, sampler.hold_levels)
+
+
+def hold(frame: torch.Tensor, last: torch.Tensor, levels: float) -> torch.Tensor:
+    """`frame` with the pixels (each channel) within `levels` 8-bit levels of `last` set to
+    `last`'s value: changes smaller than that are taken as sampling error, not as change."""
+    if levels <= 0:
+        return frame
+    return torch.where((frame - last).abs() <= levels / 127.5 + 1e-6, last, frame)

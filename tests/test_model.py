@@ -316,3 +316,13 @@ def test_presets_load_and_build(preset):
     expected = {"tiny": (1e4, 1e6), "demo": (2e5, 3e6), "atari-64": (4.0e6, 5.0e6), "screen-64": (8e6, 3e7)}
     lo, hi = expected[preset]
     assert lo < n < hi, f"{preset}: {n} parameters"
+
+
+def test_hold_keeps_the_last_value_of_pixels_that_barely_changed():
+    from model.sampler import hold
+    level = 1 / 127.5  # one 8-bit level in [-1, 1] units
+    last = torch.tensor([0.0, 0.0, 0.0, 0.0, -1.0])
+    frame = last + torch.tensor([1, -2, 3, 0, 2]) * level
+    assert torch.equal(hold(frame, last, 0), frame), "0 turns it off"
+    assert torch.allclose(hold(frame, last, 2), torch.tensor([0.0, 0.0, 3 * level, 0.0, -1.0]))
+    assert torch.allclose(hold(frame, last, 1), torch.tensor([0.0, -2 * level, 3 * level, 0.0, -1 + 2 * level]))
