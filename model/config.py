@@ -121,7 +121,7 @@ class SamplerConfig:
     context_noise: float = 0.1
     """Noise level given to the past frames when generating, 0 or more; the model applies at
     most its diffusion.context_noise_max."""
-    hold_levels: float = 2.0
+    hold_levels: float = 3.0
     """Pixels of a generated frame within this many 8-bit levels of the same pixel in the last
     frame keep the last frame's value, 0 or more (0: off). Sampling leaves errors of one to three
     levels that round differently in every frame: without it a still picture flickers (on the
