@@ -62,7 +62,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             store = open_store(path)
             d = describe(store)
             damaged = store.verify() if args.verify else []
-            d["problems"] += damaged
+            d["problems"] += [x for x in damaged if x not in d["problems"]]  # missing files are there already
         except StoreError as e:
             print(f"error: {e}", file=sys.stderr)
             failed += 1

@@ -379,17 +379,13 @@ class Store:
         if len(set(lengths.values())) > 1:
             out.append("array lengths differ past the committed length: "
                        + ", ".join(f"{k}={n}" for k, n in lengths.items()))
-        return out + self.missing_chunks()
+        return out + [d.message for d in self.missing_chunks()]
 
-    def missing_chunks(self) -> list[str]:
+    def missing_chunks(self) -> list[Damage]:
         """Chunk files missing inside the committed length (a quick look: nothing is decoded)."""
-        out = []
-        for name in self._array_names():
-            arr = self.root[name]
-            n, step = self._committed_length(name), arr.chunks[0]
-            out += [f"{self._chunk_file(arr, c)}: chunk file is missing (rows {c * step}-{min(n, (c + 1) * step) - 1})"
-                    for c in range(-(-n // step)) if not self._chunk_file(arr, c).is_file()]
-        return out
+        arrays = [self.root[name] for name in self._array_names()]
+        return [d for arr in arrays for c in range(-(-self._committed_length(arr.path) // arr.chunks[0]))
+                if (d := self._missing(arr, c)) is not None]
 
     def nbytes_on_disk(self) -> int:
         return sum(f.stat().st_size for f in self.path.rglob("*") if f.is_file())
@@ -416,19 +412,18 @@ class Store:
         """Decode every committed chunk; one Damage per missing or undecodable chunk."""
         out = []
         for name in self._array_names():
-            arr = self.root[name]
-            n = self._committed_length(name)
+            arr, n = self.root[name], self._committed_length(name)
             step = arr.chunks[0]
-            for i in range(0, n, step):
-                rows = (i, min(n, i + step))
-                key = self._chunk_file(arr, i // step)
-                if not key.is_file():
-                    out.append(Damage(name, *rows, f"{key}: chunk file is missing (rows {rows[0]}-{rows[1] - 1})"))
+            for c in range(-(-n // step)):
+                missing = self._missing(arr, c)
+                if missing is not None:
+                    out.append(missing)
                     continue
                 try:
-                    arr[rows[0]:rows[1]]
+                    arr[c * step:min(n, (c + 1) * step)]
                 except Exception as e:  # zarr raises codec-specific errors
-                    out.append(Damage(name, *rows, f"{key}: chunk cannot be decoded ({type(e).__name__}: {e})"))
+                    out.append(Damage(name, c * step, min(n, (c + 1) * step), f"{self._chunk_file(arr, c)}: "
+                                      f"chunk cannot be decoded ({type(e).__name__}: {e})"))
         return out
 
     def verify(self) -> list[str]:
@@ -467,6 +462,15 @@ class Store:
             raise IndexError(f"{self.path}: frames [{start}, {stop}) outside [0, {self.n_frames})")
         return slice(start, stop)
 
+    def _missing(self, arr: zarr.Array, chunk: int) -> Damage | None:
+        """The Damage of chunk `chunk` of `arr` when its file is not there (one stat, no read)."""
+        key = self._chunk_file(arr, chunk)
+        if key.is_file():
+            return None
+        step, n = arr.chunks[0], self._committed_length(arr.path)
+        a, b = chunk * step, min(n, (chunk + 1) * step)
+        return Damage(arr.path, a, b, f"{key}: chunk file is missing (rows {a}-{b - 1})")
+
     def _chunk_file(self, arr: zarr.Array, chunk: int) -> Path:
         return self.path / arr.path / arr.metadata.encode_chunk_key((chunk,) + (0,) * (arr.ndim - 1))
 
@@ -475,10 +479,9 @@ class Store:
         or one that does not decode is refused with the file and the rows."""
         step = arr.chunks[0]
         for c in range(sl.start // step, -(-sl.stop // step)):
-            key = self._chunk_file(arr, c)
-            if not key.is_file():
-                self._damaged(f"{key}: chunk file is missing (rows {c * step}-{(c + 1) * step - 1} of "
-                              f"{arr.path!r} would read as zeros)")
+            missing = self._missing(arr, c)
+            if missing is not None:
+                self._damaged(f"{missing.message} of {arr.path!r} would read as zeros")
         try:
             return np.asarray(arr[sl])
         except Exception as e:

@@ -99,6 +99,8 @@ def test_a_missing_chunk_is_refused_everywhere_it_is_read(tmp_path, raw):
     assert not out.exists() and siblings(out) == [] and tree_hash(raw) == before
     info = run_cli("-m", "dataset", "info", str(raw), check=False)  # the quick look sees it too
     assert info.returncode == 0 and f"{gone}: chunk file is missing" in info.stdout
+    info = run_cli("-m", "dataset", "info", "--verify", str(raw), check=False)  # decoded: said once, exit 1
+    assert info.returncode == 1 and info.stdout.count(f"{gone}: chunk file is missing") == 1
     # the readers under train.py, eval and play
     from dataset import StoreError, WindowDataset
     from eval.data import open_eval_data
@@ -247,7 +249,6 @@ def test_record_env_with_a_missing_module_is_one_line(tmp_path):
 # -- 12: model files ---------------------------------------------------------------------------------------------
 
 def test_model_files_are_readable_by_others_and_a_truncated_one_is_called_truncated(tmp_path):
-    import torch
     from model.checkpoint import CheckpointError, export_model, load_model
     from model.config_file import load_config
     from model.denoiser import Denoiser
@@ -266,7 +267,6 @@ def test_model_files_are_readable_by_others_and_a_truncated_one_is_called_trunca
     path.write_bytes(data[:5])
     with pytest.raises(CheckpointError, match="cut short"):
         load_model(path)
-    torch.manual_seed(0)
 
 
 # -- the property: SIGKILL at any moment leaves the old output or a complete new one -----------------------
