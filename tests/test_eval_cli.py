@@ -211,3 +211,33 @@ def test_eval_modules_import_no_cycle():
             done.add(path.pop())
     for name in graph:
         visit(name)
+
+
+@pytest.mark.slow
+def test_skip_damaged_and_the_health_window_run_end_to_end(breakout, tmp_path):
+    """A store with a deleted chunk: eval and train refuse it, naming the chunk; with
+    --skip-damaged (data.skip_damaged=true) they leave out the episode it touches and say so.
+    --health-window sets the healthy horizon's window."""
+    _, run = breakout
+    store = tmp_path / "three.zarr"
+    run_cli("-m", "record", "env", "--env", "ALE/Breakout-v5", "--steps", "1000", "--size", "32x32", "--quiet",
+            "--out", str(store))
+    first = open_store(store).episodes()[0]
+    chunk = store / "frames" / "c" / "0" / "0" / "0" / "0"  # frames 0-255, in the first episode
+    chunk.unlink()
+    assert first.start == 0 and len(open_store(store).episodes()) >= 2
+    out = tmp_path / "report"
+    proc = eval_cli("drift", "--checkpoint", str(run), "--data", str(store), "--out", str(out), *SMALL, check=False)
+    assert proc.returncode == 2 and str(chunk) in proc.stderr and not out.exists()
+    proc = eval_cli("drift", "--checkpoint", str(run), "--data", str(store), "--out", str(out), "--skip-damaged",
+                    "--health-window", "5", *SMALL)
+    assert "skipped the" in proc.stderr and f"frames 0-{first.stop - 1}" in proc.stderr
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["rollouts"]["healthy_horizon"]["window"] == 5 and m["reference"]["health_band"]["window"] == 5
+    assert all(e["start"] >= first.stop for e in m["rollouts"]["episodes"]), "no rollout from the damaged episode"
+    train = ["train.py", "--config", "configs/tiny.yaml", "--data", str(store), f"out_dir={tmp_path}",
+             "train.steps=2", "train.sample_every=0", "train.threads=1", "--quiet"]
+    proc = run_cli(*train, check=False)
+    assert proc.returncode == 2 and str(chunk) in proc.stderr
+    proc = run_cli(*train, "data.skip_damaged=true")
+    assert f"frames 0-{first.stop - 1}" in proc.stderr and (tmp_path / "tiny" / "model.safetensors").is_file()
