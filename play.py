@@ -18,12 +18,12 @@ import os
 import sys
 from pathlib import Path
 
-from dataset import StoreError, open_store
+from dataset import StoreError
 from dataset.controls import ControlSpec
 from model.checkpoint import CheckpointError
 from model.config import Config, ConfigError, SamplerConfig
 from model.env import WorldModelEnv
-from model.inference import check_frames, load_for_inference
+from model.inference import check_frames, load_for_inference, training_store
 from model.sampler import STEPS, SamplerError, settings
 from play import PlayError
 from play.contexts import Contexts
@@ -124,7 +124,7 @@ def build(args: argparse.Namespace) -> Player:
 def real_game(cfg: Config, spec: ControlSpec, contexts: Contexts) -> tuple[RealGame | None, str]:
     """The game of the checkpoint's own data when it is here, else of --data, at the frames' size;
     or None, and why not."""
-    origin = next((open_store(p) for p in cfg.data.stores if Path(p).exists()), contexts.first)
+    origin = training_store(cfg) or contexts.first
     h, w = contexts.first.frame_shape[:2]
     return RealGame.find(origin, spec, (w, h))
 

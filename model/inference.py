@@ -27,14 +27,20 @@ def load_for_inference(path: str | Path, device: str = "auto", precision: str = 
     return configure(model, dev, precision, channels_last, compile, mode).eval(), cfg, meta, dev
 
 
-def trained_frame_shape(cfg: Config) -> tuple[int, int, int] | None:
-    """(H, W, 3) of the frames the model was trained on, when one of its stores is here."""
+def training_store(cfg: Config) -> Store | None:
+    """The first of the model's training stores that is here and opens, else None."""
     for p in cfg.data.stores:
         try:
-            return open_store(p).frame_shape
+            return open_store(p)
         except StoreError:
             continue
     return None
+
+
+def trained_frame_shape(cfg: Config) -> tuple[int, int, int] | None:
+    """(H, W, 3) of the frames the model was trained on, when one of its stores is here."""
+    store = training_store(cfg)
+    return None if store is None else store.frame_shape
 
 
 def check_frames(store: Store, cfg: Config, model_name: str = "the model") -> None:
