@@ -8,7 +8,7 @@ __all__ = ["BINARY", "CONTINUOUS", "Control", "ControlSpec", "SpecError", "FORMA
            "FORMAT_VERSION", "Episode", "Store", "StoreError", "StoreWriter", "open_store"]
 
 _LAZY = {"Batch": "dataset.batch", "WindowDataset": "dataset.windows", "make_loader": "dataset.windows",
-         "NoEpisodesError": "dataset.windows",
+         "NoEpisodesError": "dataset.windows", "AllDamagedError": "dataset.windows",
          "BuildOptions": "dataset.build", "build": "dataset.build"}
 
 

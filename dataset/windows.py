@@ -34,6 +34,12 @@ SPLITS = ("train", "val", "all")
 class NoEpisodesError(StoreError):
     """The split holds no episode (a store with one episode has no validation part)."""
 
+
+class AllDamagedError(NoEpisodesError):
+    """With skip_damaged, every episode of the split touches damage: none is left. Callers that
+    fall back when a split is empty (no validation, eval on every episode) fall back here too,
+    and say why."""
+
 MODES = ("auto", "ram", "stream")
 
 
@@ -184,7 +190,7 @@ class WindowDataset(Dataset):
                 self.skipped.append(f"{self.stores[k].path}: skipped the {self.split} episode of frames "
                                     f"{e.start}-{e.stop - 1}: {bad[k, e.start]}")
         if not kept:
-            raise StoreError(f"every {self.split} episode touches damaged data; first: {self.skipped[0]}")
+            raise AllDamagedError(f"every {self.split} episode touches damaged data; first: {self.skipped[0]}")
         return kept
 
     def _load_actions(self) -> np.ndarray:

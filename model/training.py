@@ -13,7 +13,7 @@ import torch
 from dataset import WindowDataset, open_store
 from dataset.batch import Batch
 from dataset.controls import ControlSpec
-from dataset.windows import NoEpisodesError
+from dataset.windows import AllDamagedError, NoEpisodesError
 from model.checkpoint import export_model, latest_checkpoint, save_training_state
 from model.config import Config, ConfigError
 from model.config_file import to_dict
@@ -32,19 +32,24 @@ class LossModule(torch.nn.Module):
 
 
 def build_data(cfg: Config) -> tuple[WindowDataset, WindowDataset | None]:
-    """Training and validation windows (None when the data has one episode); notes what was
-    skipped for damage when data.skip_damaged."""
+    """Training and validation windows (None when the data has one episode, or when
+    data.skip_damaged leaves none); notes what was skipped for damage."""
     d = cfg.data
     if not d.stores:
         raise ConfigError("no training data: pass --data STORE... or set data.stores in the config")
     stores = [open_store(p) for p in d.stores]  # opened once: damage is looked for once per store
     kw = dict(context=d.context, val_fraction=d.val_fraction, mode=d.mode, skip_damaged=d.skip_damaged)
     train = WindowDataset(stores, split="train", **kw)
+    notes = list(train.skipped)
     try:
         val = WindowDataset(stores, split="val", **kw)
+        notes += val.skipped
+    except AllDamagedError as e:
+        val = None
+        notes.append(f"no validation: {e}")
     except NoEpisodesError:
         val = None  # a single episode: nothing to hold out
-    for line in train.skipped + (val.skipped if val else []):
+    for line in notes:
         print(f"note: {line}", file=sys.stderr)
     return train, val
 

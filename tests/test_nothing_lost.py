@@ -169,6 +169,27 @@ def test_damage_in_a_validation_episode_is_refused_by_train(tmp_path):
     assert not (tmp_path / "tiny").exists()
 
 
+def test_when_skip_damaged_leaves_no_validation_episode_train_and_eval_say_so_and_go_on(tmp_path, capsys):
+    """Every held-out episode damaged: train goes on without validation and eval on every episode
+    left (as with one episode), each with a note that names the damage, not a refusal."""
+    from dataset import WindowDataset
+    from eval.data import open_eval_data
+    from model.config_file import load_config
+    from model.training import build_data
+    raw = write_store(tmp_path / "raw.zarr", [64] * 6, chunk=64)
+    (_, start, _), = WindowDataset([raw], context=2, split="val", val_fraction=0.1).episodes
+    gone = frame_chunk_file(raw, start // 64)
+    gone.unlink()
+    cfg = load_config("configs/tiny.yaml", [f"data.stores=[{raw}]", "data.val_fraction=0.1",
+                                            "data.skip_damaged=true", "data.context=2"])
+    train, val = build_data(cfg)
+    assert val is None and len(train.episodes) == 5
+    assert f"note: no validation: every val episode touches damaged data; first: {raw}" in capsys.readouterr().err
+    data = open_eval_data([str(raw)], 2, 0.1, skip_damaged=True)
+    assert data.split == "all" and start not in [a for _, a, _ in data.heldout.episodes]
+    assert len(data.heldout.episodes) == 5 and any(str(gone) in n for n in data.notes)
+
+
 # -- 5, 11: bad build options ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("option, value, says", [("--action-lag", "-100", "0 or more milliseconds"),
