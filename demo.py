@@ -23,8 +23,8 @@ from dataset import StoreError, open_store
 ROOT = Path(__file__).resolve().parent
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(argv=None, prog: str = "python demo.py") -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="demo", help="folder for the data, the run and the report (default: demo)")
     p.add_argument("--game", default="ALE/Breakout-v5", help="gymnasium game to record (default: ALE/Breakout-v5)")
     p.add_argument("--frames", type=int, default=20000, help="frames to record (default: 20000, 22 minutes of play)")
@@ -74,8 +74,8 @@ def has_display() -> bool:
     return sys.platform in ("darwin", "win32") or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def main(argv=None, prog: str = "python demo.py") -> int:
+    args = parse_args(argv, prog)
     from model.config import ConfigError
     from model.config_file import load_config
 

@@ -2,7 +2,8 @@
 
 One GPU (or the CPU) as it is; several through `accelerate launch train.py ...`. Everything goes
 to runs/<name>/: stats.jsonl, config.yaml, samples/, checkpoints/ (full state, resumable with
---resume) and model.safetensors (the EMA weights that play.py and eval load).
+--resume), model.safetensors (the EMA weights that play.py and eval load) and, at the end,
+world/ (the same model as a world folder to share: `dreamcade export`).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from model.training import (Logger, LossModule, Rate, build_data, check_resume, 
                             prepare_run, save_run, set_lr)
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(argv=None, prog: str = "python train.py") -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default=None, help="YAML preset (configs/tiny.yaml, demo, atari-64, screen-64)")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                    help="config overrides, e.g. train.steps=2000 model.channels=[32,64] name=pong")
@@ -48,8 +49,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def main(argv=None, prog: str = "python train.py") -> int:
+    args = parse_args(argv, prog)
     overrides = list(args.overrides) + ([f"data.stores={json.dumps(args.data)}"] if args.data else [])
     try:
         cfg = load_config(args.config, overrides)
@@ -149,9 +150,23 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
     bar.close()
     logger.close()
     if main_proc:
-        print(f"done: {run_dir / 'model.safetensors'} (step {step}); play it with "
-              f"`python play.py --checkpoint {run_dir}`", file=sys.stderr)
+        print(f"done: {run_dir / 'model.safetensors'} (step {step})", file=sys.stderr)
+        write_world(run_dir)
     return 0
+
+
+def write_world(run_dir: Path) -> None:
+    """<run>/world: the world folder to share (model.world); a failure here loses no training."""
+    from model.world import export_world
+
+    try:
+        export_world(run_dir, run_dir / "world", command=f"dreamcade export {run_dir} --out {run_dir / 'world'}")
+    except (CheckpointError, StoreError, OSError) as e:
+        print(f"note: no world folder written ({e}); write it with `dreamcade export {run_dir} --out WORLD`",
+              file=sys.stderr)
+        return
+    print(f"world: {run_dir / 'world'}; play it with `dreamcade play --checkpoint {run_dir / 'world'}`",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ Goal on 2 CPU cores: 15 frames/s or more at the demo preset (32x32) with 3 steps
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import tempfile
 import time
@@ -32,14 +31,6 @@ from model.denoiser import Denoiser  # noqa: E402
 SIZES = {"demo": 32, "atari-64": 64}
 SPEC = ControlSpec(tuple(Control(m) for m in ("NOOP", "FIRE", "UP", "RIGHT", "LEFT", "DOWN")), exclusive=True)
 GOAL_FPS = {"demo": 15.0}
-
-
-def play_script():
-    """play.py, the entry point (its parse_args and build), as a module that does not run."""
-    spec = importlib.util.spec_from_file_location("play_script", Path(__file__).resolve().parents[1] / "play.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def make_checkpoint(preset: str, folder: Path) -> tuple[Path, Path]:
@@ -67,7 +58,8 @@ def measure(run: Path, store: Path, steps: int, frames: int, args: argparse.Name
             "--seed", "0", "--device", args.device, "--scale", str(args.scale), "--save-dir", tempfile.gettempdir()]
     if args.compile:
         argv.append("--compile")
-    cli = play_script()
+    import play.cli as cli
+
     player = cli.build(cli.parse_args(argv))
     try:
         player.run(max(3, frames // 10))  # warm-up (and compilation)

@@ -115,8 +115,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m dataset", description="Inspect recording stores and "
+def build_parser(prog: str = "python -m dataset") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Inspect recording stores and "
                                 "build training stores from them.")
     sub = p.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="frames, duration, fps, size, episodes, controls, bytes, problems",
@@ -157,8 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m dataset") -> int:
+    args = build_parser(prog).parse_args(argv)
     return args.func(args)
 
 

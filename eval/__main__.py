@@ -82,8 +82,8 @@ def _common(p: argparse.ArgumentParser, **defaults) -> None:
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's own choice)")
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m eval", description=__doc__,
+def parse_args(argv=None, prog: str = "python -m eval") -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True, metavar="{drift,sweep}")
     d = sub.add_parser("drift", help=SUBCOMMAND_HELP["drift"], description=textwrap.fill(SUBCOMMAND_HELP["drift"], 92),
@@ -310,8 +310,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def main(argv=None, prog: str = "python -m eval") -> int:
+    args = parse_args(argv, prog)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     try:

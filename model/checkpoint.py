@@ -6,6 +6,7 @@
   leaves a half-written checkpoint where resuming looks. The newest `keep` are kept.
 - The slim model: `<run>/model.safetensors`, the EMA weights with the config and control spec in
   its metadata, which play and eval load to rebuild the model.
+- A world folder (model.world) is what travels; model.inference loads it where it loads a run.
 """
 
 from __future__ import annotations
@@ -109,6 +110,9 @@ def resolve_model_path(path: str | Path) -> Path:
     if path.is_dir():
         if (path / MODEL_FILE).is_file():
             return path / MODEL_FILE
+        if (path / "config.json").is_file():
+            raise CheckpointError(f"{path}: a world folder, not a run; play or evaluate it, or load it with "
+                                  "model.world.load_world")
         raise CheckpointError(f"{path}: no {MODEL_FILE} in this folder; train first "
                               f"(`python train.py --config configs/demo.yaml`) or point at a run folder")
     if not path.is_file():
@@ -118,7 +122,8 @@ def resolve_model_path(path: str | Path) -> Path:
 
 def load_model(path: str | Path, device: str | torch.device = "cpu",
                expect_spec: ControlSpec | None = None) -> tuple[Denoiser, Config, dict]:
-    """Rebuild the model from a slim file (or a run folder); returns (model, config, metadata)."""
+    """Rebuild the model from a slim file (or a run folder); returns (model, config, metadata).
+    A world folder is loaded by model.world (and model.inference takes both)."""
     path = resolve_model_path(path)
     check_complete(path)
     try:
@@ -135,14 +140,19 @@ def load_model(path: str | Path, device: str | torch.device = "cpu",
         spec = ControlSpec.from_dict(json.loads(meta["control_spec"]), where=f"{path} control_spec")
     except (ConfigError, SpecError, KeyError, ValueError) as e:
         raise CheckpointError(f"{path}: broken metadata: {e}") from None
-    if expect_spec is not None:
-        try:
-            spec.check_same(expect_spec, f"the model {path}", "the data")
-        except SpecError as e:
-            raise CheckpointError(str(e)) from None
+    check_spec(spec, expect_spec, path)
     model = Denoiser(cfg.model, cfg.diffusion, spec, cfg.data.context)
     model.load_state_dict(load_file(str(path)))
     return model.to(device).eval(), cfg, meta
+
+
+def check_spec(spec: ControlSpec, expect: ControlSpec | None, path) -> None:
+    """The model's control spec must be the data's; CheckpointError says how they differ."""
+    if expect is not None:
+        try:
+            spec.check_same(expect, f"the model {path}", "the data")
+        except SpecError as e:
+            raise CheckpointError(str(e)) from None
 
 
 # -- full training state -------------------------------------------------------------------------------

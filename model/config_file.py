@@ -12,6 +12,8 @@ from typing import Literal
 
 import yaml
 
+from dataset import presets
+
 from model.config import Config, ConfigError
 
 
@@ -115,10 +117,9 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
     data: dict = {}
     where = "config"
     if path is not None:
-        path = Path(path)
+        path = presets.find(path, "", ".yaml")
         if not path.is_file():
-            presets = sorted(p.stem for p in Path("configs").glob("*.yaml"))
-            raise ConfigError(f"{path}: no such config file (presets: {', '.join(presets) or 'none found'})")
+            raise ConfigError(f"{path}: no such config file (presets: {', '.join(presets.names('', '.yaml'))})")
         try:
             data = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError as e:

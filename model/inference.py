@@ -9,7 +9,7 @@ import torch
 
 from dataset.controls import ControlSpec
 from dataset.store import Store, StoreError, open_store
-from model.checkpoint import load_model
+from model.checkpoint import check_spec, load_model
 from model.config import Config
 from model.denoiser import Denoiser
 from model.device import configure, resolve_device
@@ -18,11 +18,17 @@ from model.device import configure, resolve_device
 def load_for_inference(path: str | Path, device: str = "auto", precision: str = "auto",
                        channels_last: bool = True, compile: bool = False,
                        expect_spec: ControlSpec | None = None) -> tuple[Denoiser, Config, dict, torch.device]:
-    """(model in eval mode on its device, config, metadata, device) from a run folder or a model
-    file. CheckpointError names the file; DeviceError a device that is not here. `compile` uses
+    """(model in eval mode on its device, config, metadata, device) from a world folder
+    (model.world), a run folder or a model file. CheckpointError names the file; DeviceError a device that is not here. `compile` uses
     CUDA graphs on CUDA (torch.compile mode "reduce-overhead")."""
     dev = resolve_device(device)
-    model, cfg, meta = load_model(path, "cpu", expect_spec)
+    if Path(path).is_dir() and (Path(path) / "config.json").is_file():  # a world folder
+        from model.world import load_world  # diffusers is imported only for a world
+
+        model, cfg, meta = load_world(path)
+        check_spec(model.spec, expect_spec, path)
+    else:
+        model, cfg, meta = load_model(path, "cpu", expect_spec)
     mode = "reduce-overhead" if compile and dev.type == "cuda" else None
     return configure(model, dev, precision, channels_last, compile, mode).eval(), cfg, meta, dev
 

@@ -174,8 +174,8 @@ def cmd_screen(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m record",
+def build_parser(prog: str = "python -m record") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog,
                                 description="Record gameplay (frames plus the input of every frame) "
                                 "into a zarr store that `python -m dataset info` reads.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -184,8 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m record") -> int:
+    args = build_parser(prog).parse_args(argv)
     return args.func(args)
 
 

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from dataset import presets
 from dataset.controls import ControlSpec, SpecError
 from dataset.store import StoreWriter
 from record.capture import CaptureError, Target, grab
@@ -33,7 +34,6 @@ from record.inputs import KEY_NAMES, DisplayError, InputState, KeyboardMouse, ch
 from record.queued_writer import QueuedWriter
 from record.status import DiskUsage, Status
 
-PROFILES = Path(__file__).resolve().parents[1] / "configs" / "controls"
 CHECK_EVERY = 0.05  # seconds between checks of the window's place and focus
 
 
@@ -80,13 +80,7 @@ class ScreenRecording:
 
 def profile_path(name: str) -> Path:
     """A profile file, or a name ("fps") of one in ./configs/controls or dreamcade's own."""
-    path = Path(name)
-    if path.suffix or path.exists():
-        return path
-    for base in (Path("configs/controls"), PROFILES):
-        if (base / f"{name}.toml").is_file():
-            return base / f"{name}.toml"
-    return path
+    return presets.find(name, "controls", ".toml")
 
 
 def load_profile(name: str) -> ControlSpec:

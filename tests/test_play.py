@@ -6,7 +6,6 @@ Every loop turn reads the events, cuts one action row and generates one frame, s
 posts events before turn i knows exactly which stored action row they must land in.
 """
 
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -25,20 +24,12 @@ from dataset.__main__ import main as dataset_main
 from eval.health import sharpness
 from model.checkpoint import export_model, load_model
 from model.denoiser import Denoiser
+import play.cli as cli  # the entry point: parse_args, build, main
 from play.health import Health
 from play.live import LiveInput
 from play.window import Player
 
 
-def load_script(path):
-    """A script as a module of its own name (not __main__, so it does not run)."""
-    spec = importlib.util.spec_from_file_location(path.stem + "_script", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cli = load_script(ROOT / "play.py")  # the entry point: parse_args, build, main
 
 NOOP, LEFT, RIGHT, UP, DOWN = range(5)  # the block game's actions
 L = 2  # the tiny preset's context

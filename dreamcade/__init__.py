@@ -1,0 +1,1 @@
+"""The `dreamcade` command: one spelling for every job (dreamcade.cli)."""

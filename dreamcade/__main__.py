@@ -1,0 +1,5 @@
+import sys
+
+from dreamcade.cli import main
+
+sys.exit(main())

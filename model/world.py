@@ -1,0 +1,280 @@
+"""A world folder: a trained model that leaves the machine it was trained on.
+
+    WORLD/
+      config.json                           diffusers ConfigMixin: the run's config, control spec, step
+      diffusion_pytorch_model.safetensors   the EMA weights (diffusers ModelMixin; never a pickle)
+      reference.zarr/                       real episode starts (frames and actions) of the game: what
+                                            play starts from and what health is measured against
+      world.json                            where it came from: data, training, eval figures, commands
+      README.md                             the model card
+
+`World` is the diffusers face of the model (`World.from_pretrained(WORLD)` works as for any
+diffusers model); play and eval take a world folder wherever they take a run folder
+(model.inference.load_for_inference). A loaded world's `data.stores` is its own reference store, so
+every path that reads "the checkpoint's training data" reads that instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+from diffusers import ConfigMixin, ModelMixin
+from diffusers.configuration_utils import register_to_config
+
+from dataset.controls import ControlSpec, SpecError
+from dataset.store import Store, StoreError, StoreWriter, open_store, software_version
+from model.checkpoint import CheckpointError, check_complete, load_model
+from model.config import Config, ConfigError
+from model.config_file import from_dict, to_dict
+from model.denoiser import Denoiser
+
+WORLD_FORMAT = "dreamcade.world"
+WORLD_VERSION = 1
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "diffusion_pytorch_model.safetensors"
+REFERENCE = "reference.zarr"
+INFO_FILE = "world.json"
+REFERENCE_BYTES = 24 << 20
+"""The most raw frame bytes a reference store takes (compressed on disk it is a few MB at most)."""
+
+
+class World(ModelMixin, ConfigMixin):
+    """The denoiser with its config and control spec, in diffusers' save/load layout."""
+
+    config_name = CONFIG_FILE
+
+    @register_to_config
+    def __init__(self, config: dict, control_spec: dict, step: int = 0, format: str = WORLD_FORMAT,
+                 format_version: int = WORLD_VERSION) -> None:
+        super().__init__()
+        cfg, spec = parse(config, control_spec, CONFIG_FILE)
+        self.denoiser = Denoiser(cfg.model, cfg.diffusion, spec, cfg.data.context)
+
+
+def parse(config: dict, control_spec: dict, where: str) -> tuple[Config, ControlSpec]:
+    return (from_dict(Config, config, where=f"{where} config"),
+            ControlSpec.from_dict(control_spec, where=f"{where} control_spec"))
+
+
+def is_world(path: str | Path) -> bool:
+    """A folder with a config.json written for `World`."""
+    path = Path(path)
+    if not (path / CONFIG_FILE).is_file():
+        return False
+    try:
+        return json.loads((path / CONFIG_FILE).read_text()).get("_class_name") == World.__name__
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def load_world(path: str | Path) -> tuple[Denoiser, Config, dict]:
+    """(the denoiser on the CPU in eval mode, its config with data.stores = the world's reference
+    store, metadata). CheckpointError names the file."""
+    path = Path(path)
+    weights = path / WEIGHTS_FILE
+    if not weights.is_file():
+        raise CheckpointError(f"{path}: a world folder without {WEIGHTS_FILE}; export it again "
+                              "(`dreamcade export RUN --out WORLD`)")
+    check_complete(weights)
+    try:
+        raw = json.loads((path / CONFIG_FILE).read_text())
+        if int(raw.get("format_version", 0)) > WORLD_VERSION:
+            raise CheckpointError(f"{path / CONFIG_FILE}: made by a newer dreamcade (world format "
+                                  f"{raw['format_version']}); upgrade")
+        parse(raw["config"], raw["control_spec"], str(path / CONFIG_FILE))  # our message, not diffusers'
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder: never the network
+        world = World.from_pretrained(str(path), use_safetensors=True, low_cpu_mem_usage=False)
+    except (ConfigError, SpecError, KeyError, TypeError, ValueError, OSError) as e:
+        raise CheckpointError(f"{path / CONFIG_FILE}: not a loadable world ({type(e).__name__}: {e})") from None
+    cfg, _ = parse(world.config.config, world.config.control_spec, str(path / CONFIG_FILE))
+    cfg.data.stores = [str((path / REFERENCE).resolve())] if (path / REFERENCE).is_dir() else []
+    meta = {"format": WORLD_FORMAT, "step": str(world.config.step), "world": str(path)}
+    return world.denoiser.eval(), cfg, meta
+
+
+# -- export -------------------------------------------------------------------------------------------
+
+def reference_episodes(stores: list[Store], cfg: Config, episodes: int) -> tuple[list[tuple[Store, int, int]], str]:
+    """Up to `episodes` episodes to keep as start contexts: the run's held-out ones first (its
+    own split), then training ones; each at least the context plus one frame long."""
+    from dataset.windows import NoEpisodesError, WindowDataset
+
+    L, kw = cfg.data.context, dict(context=1, val_fraction=cfg.data.val_fraction, mode="stream")
+    try:
+        held = WindowDataset(stores, split="val", **kw).episodes
+    except NoEpisodesError:
+        held = []
+    train = WindowDataset(stores, split="train" if held else "all", **kw).episodes
+    by_path = {s.path: s for s in stores}
+    picked = [(by_path[p], a, b) for p, a, b in held + train if b - a > L][:episodes]
+    if not picked:
+        raise StoreError(f"{stores[0].path}: no episode has more than {L} frames (the model's context) "
+                         "to start a world from")
+    n_held = sum(1 for s, a, _ in picked if (s.path, a) in {(p, a) for p, a, _ in held})
+    return picked, f"{n_held} held out in training, {len(picked) - n_held} trained on"
+
+
+def write_reference(out: Path, picked: list[tuple[Store, int, int]], frames_each: int) -> dict:
+    """The reference store: the first `frames_each` frames of each picked episode, with the
+    first store's source (so play can rebuild the real game) and fps."""
+    first = picked[0][0]
+    h, w = first.frame_shape[:2]
+    n_each = max(2, min(frames_each, REFERENCE_BYTES // (len(picked) * h * w * 3)))
+    kept = 0
+    with StoreWriter(out, spec=first.spec, fps=first.fps, frame_size=(w, h), source=first.attrs.get("source") or {},
+                     extra_attrs={"world_reference": {"from": sorted({str(s.path) for s, _, _ in picked})}}) as wr:
+        for s, a, b in picked:
+            stop = min(b, a + n_each)
+            frames, actions = s.read_frames(a, stop), s.read_actions(a, stop)
+            t = np.arange(len(frames)) / s.fps
+            wr.begin_episode()
+            for f, act, ti in zip(frames, actions, t):
+                wr.append(f, act, float(ti))
+            kept += len(frames)
+    return {"episodes": len(picked), "frames": kept, "frames_per_episode": n_each}
+
+
+def training_summary(run: Path) -> dict:
+    """Steps, minutes and the last validation figures from a run's stats.jsonl."""
+    lines = []
+    if (run / "stats.jsonl").is_file():
+        for line in (run / "stats.jsonl").read_text().splitlines():
+            try:
+                lines.append(json.loads(line))
+            except ValueError:
+                continue
+    val = [x for x in lines if "val/psnr" in x]
+    out = {"minutes": round((lines[-1]["time"] - lines[0]["time"]) / 60, 1) if len(lines) > 1 else None}
+    if val:
+        out.update({"val_psnr": round(val[-1]["val/psnr"], 2),
+                    "val_psnr_repeat_last": round(val[-1]["val/psnr_repeat_last"], 2)})
+    return out
+
+
+def report_summary(report: Path) -> dict:
+    """The headline figures of an `eval drift` report (its metrics.json)."""
+    try:
+        m = json.loads((report / "metrics.json").read_text())
+        r = m["rollouts"]
+        a = r.get("action_following") or {}
+        return {"report": str(report), "command": m.get("command"), "one_step_psnr": m["one_step"]["model"]["psnr_pooled"],
+                "repeat_last_psnr": m["one_step"]["repeat_last"]["psnr_pooled"], "horizon": r["horizon"],
+                "episodes": len(r["episodes"]), "healthy_horizon_min": r["healthy_horizon"]["min"],
+                "healthy_horizon_median": r["healthy_horizon"]["median"],
+                "action_following": a.get("accuracy"), "action_following_ceiling": a.get("ceiling")}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{report}: not an `eval drift` report with rollouts ({type(e).__name__}: {e}); "
+                              "pass the --out folder of `dreamcade eval drift --checkpoint RUN`") from None
+
+
+def export_world(run: str | Path, out: str | Path, data: list[str] | None = None, report: str | Path | None = None,
+                 episodes: int = 8, frames_each: int = 500, command: str | None = None) -> dict:
+    """Write the world folder of a run (its model.safetensors and training data, or `data`)
+    beside `out` and move it into place whole; returns world.json's content."""
+    from dataset.outputs import OutputError, check_apart, move_into_place, start_partial
+
+    run, out = Path(run), Path(out)
+    if is_world(run):
+        raise CheckpointError(f"{run}: is a world folder already; copy it, or export the run it came from")
+    denoiser, cfg, meta = load_model(run)
+    paths = data or cfg.data.stores
+    missing = [p for p in paths if not Path(p).exists()]
+    if not paths or missing:
+        raise StoreError(f"the run's training data ({', '.join(missing or ['none recorded'])}) is not here to "
+                         "take start contexts from; pass --data STORE (recordings of the game, its control spec)")
+    stores = [open_store(p, expect_spec=denoiser.spec) for p in paths]
+    figures = report_summary(Path(report)) if report else None
+    run_dir = run.parent if run.suffix == ".safetensors" else run
+    try:
+        check_apart(out, paths)
+        o, r = out.resolve(), run_dir.resolve()
+        if o == r or o in r.parents:  # inside the run is fine (train writes <run>/world)
+            raise OutputError(f"--out {out}: is or contains the run {run_dir}; choose another --out")
+        tmp = start_partial(out)
+    except OutputError as e:
+        raise CheckpointError(str(e)) from None
+    try:
+        picked, which = reference_episodes(stores, cfg, episodes)
+        ref = {**write_reference(tmp / REFERENCE, picked, frames_each), "which": which}
+        world = World(to_dict(cfg), denoiser.spec.to_dict(), int(meta.get("step", 0)))
+        world.denoiser.load_state_dict(denoiser.state_dict())
+        world.save_pretrained(str(tmp), safe_serialization=True)
+        info = {"format": WORLD_FORMAT, "format_version": WORLD_VERSION, "name": cfg.name,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "software_version": software_version(),
+                "step": int(meta.get("step", 0)), "game": game_name(stores[0]),
+                "data": data_summary(stores), "reference": ref, "training": training_summary(run_dir),
+                "eval": figures, "commands": {"train": train_command(run_dir), "export": command}}
+        (tmp / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n")
+        (tmp / "README.md").write_text(model_card(info, cfg))
+        move_into_place(tmp, out)
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return info
+
+
+def game_name(store: Store) -> str:
+    """The gymnasium game of a store, or what it was recorded from."""
+    src = store.attrs.get("source") or {}
+    if src.get("kind") == "build":
+        games = {(s.get("source") or {}).get("env_id") or (s.get("source") or {}).get("kind", "?")
+                 for s in src.get("sources", [])}
+        return ", ".join(sorted(str(g) for g in games))
+    return str(src.get("env_id") or src.get("kind") or "unknown")
+
+
+def data_summary(stores: list[Store]) -> dict:
+    frames = sum(len(s) for s in stores)
+    seconds = sum(len(s) / s.fps for s in stores)
+    h, w = stores[0].frame_shape[:2]
+    return {"stores": [str(s.path) for s in stores], "frames": frames, "hours": round(seconds / 3600, 3),
+            "episodes": sum(len(s.episodes()) for s in stores), "fps": stores[0].fps, "size": f"{w}x{h}"}
+
+
+def train_command(run: Path) -> str | None:
+    return f"dreamcade train --config {run / 'config.yaml'}" if (run / "config.yaml").is_file() else None
+
+
+def model_card(info: dict, cfg: Config) -> str:
+    """README.md: the model card (diffusers' front matter, then what a player wants to know)."""
+    d, t, e, r = info["data"], info["training"], info["eval"], info["reference"]
+    fig = lambda x, fmt="{:.2f}": "not measured" if x is None else fmt.format(x)
+    lines = ["---", "library_name: diffusers", "tags:", "- world-model", "- dreamcade", "- diffusion",
+             f"- {info['game'].split('/')[-1]}", "---", "", f"# {info['name']}: a dreamcade world of {info['game']}", "",
+             "An action-conditioned diffusion world model: it generates the game frame by frame from "
+             "your input. Play it with `dreamcade play --checkpoint THIS_FOLDER`; it starts from the "
+             "real episode starts kept in `reference.zarr` and needs nothing else.", "",
+             "| | |", "|---|---|",
+             f"| game | {info['game']} |",
+             f"| data | {d['frames']:,} frames ({d['hours']:.2f} hours at {d['fps']:g} frames/s), {d['episodes']} episodes, {d['size']} |",
+             f"| training | {info['step']:,} steps, {fig(t.get('minutes'), '{:.1f} minutes')} |",
+             f"| model | {sum(1 for _ in cfg.model.channels)} UNet levels {cfg.model.channels}, context {cfg.data.context} frames, "
+             f"{cfg.sampler.steps} sampler steps |"]
+    if e:
+        lines += [f"| one-step PSNR | {fig(e['one_step_psnr'])} dB (repeating the last frame: {fig(e['repeat_last_psnr'])} dB) |",
+                  f"| healthy horizon | {e['healthy_horizon_min']} steps in the worst of {e['episodes']} held-out episodes, "
+                  f"{fig(e['healthy_horizon_median'], '{:.0f}')} median, of {e['horizon']} |",
+                  f"| action following | {fig(e['action_following'], '{:.3f}')} (real-data ceiling "
+                  f"{fig(e['action_following_ceiling'], '{:.3f}')}) |"]
+    else:
+        lines += [f"| one-step PSNR | {fig(t.get('val_psnr'), '{:.2f} dB')} on training's validation batches "
+                  f"(repeating the last frame: {fig(t.get('val_psnr_repeat_last'), '{:.2f} dB')}) |",
+                  "| healthy horizon | not measured: run `dreamcade eval drift` and export with `--report` |",
+                  "| action following | not measured |"]
+    lines += [f"| start contexts | {r['episodes']} episodes, {r['frames']:,} frames ({r['which']}) |", "",
+              "## How it was made", "", "```"] + [c for c in (info["commands"]["train"],) if c]
+    if e and e.get("command"):
+        lines.append(e["command"])
+    if info["commands"].get("export"):
+        lines.append(info["commands"]["export"])
+    lines += ["```", "", "## Use", "", "```",
+              "dreamcade play --checkpoint THIS_FOLDER", "dreamcade eval drift --checkpoint THIS_FOLDER --out report",
+              "dreamcade eval drift --checkpoint THIS_FOLDER --session SESSION.zarr --out report", "```", "",
+              "In Python: `from model.world import World; World.from_pretrained(THIS_FOLDER).denoiser`.", ""]
+    return "\n".join(lines)

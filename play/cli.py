@@ -1,0 +1,153 @@
+"""Play the generated game: `dreamcade play --checkpoint runs/<name>` (or `python play.py ...`).
+
+A pygame-ce window shows the world model's frames, scaled up, generated as fast as the model
+allows up to --fps from your keyboard, mouse or gamepad, read through the checkpoint's control
+spec (keys the spec does not read do nothing). It starts from real frames of an episode of a
+store: by default the checkpoint's own validation episodes. When the model was trained on a
+gymnasium game that is installed, the real game runs beside it on the same input.
+"""
+
+# The window is play.window.Player; this module reads the command line and builds it.
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from dataset import StoreError
+from dataset.controls import ControlSpec
+from model.checkpoint import CheckpointError
+from model.config import Config, ConfigError, SamplerConfig
+from model.env import WorldModelEnv
+from model.inference import check_frames, load_for_inference, training_store
+from model.sampler import STEPS, SamplerError, settings
+from play import PlayError
+from play.contexts import Contexts
+from play.live import HOTKEYS, LiveInput, input_messages
+from play.real_game import RealGame
+from play.window import Options, Player
+from record.policies import parse_keymap
+
+
+def parse_args(argv=None, prog: str | None = None) -> argparse.Namespace:
+    hot = "\n".join(f"  {' / '.join(k):<9} {what}" for _, k, what in HOTKEYS)
+    p = argparse.ArgumentParser(
+        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"game input:\n  discrete games (Atari): arrows or WASD move, space or Z fire (--keys to change);\n"
+        "  gamepad d-pad / left stick move, A or B fire.\n  recorded controls (keys, mouse, gamepad): "
+        "the keys and devices named in the checkpoint's\n  control spec; the mouse is grabbed when "
+        f"the spec reads its motion.\n\nwindow keys (a key the game uses goes to the game; the other "
+        f"key still works):\n{hot}\n\nHUD: frames/s, ms per model frame, sampler steps, context "
+        "noise, frame count, and a health\nfigure (sharpness of the generated frames over that of "
+        "the real data: 1 is like the\ndata; below 0.5 or above 2 it warns that the frames are going bad).")
+    p.add_argument("--checkpoint", required=True, help="a world folder (dreamcade export), a run folder "
+                   "(runs/<name>) or its model.safetensors")
+    p.add_argument("--data", default=None, metavar="STORE", help="store to take the first real frames "
+                   "from (default: a world's own starts, or a run's validation episodes)")
+    p.add_argument("--episode", type=int, default=None, metavar="N",
+                   help="start in episode N of those (default: a random one)")
+    p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"), help="default: CUDA if torch sees it")
+    p.add_argument("--steps", type=int, default=None,
+                   help=f"sampler steps per frame, {STEPS[0]}-{STEPS[1]} (default: the checkpoint's)")
+    p.add_argument("--context-noise", type=float, default=None, help="context noise level (default: the checkpoint's)")
+    p.add_argument("--scale", type=int, default=8, help="window pixels per frame pixel (default: 8)")
+    p.add_argument("--smooth", action="store_true", help="smooth scaling (default: nearest neighbour)")
+    p.add_argument("--fps", type=float, default=None, help="frame-rate cap, 0 for none (default: the "
+                   "data's rate: one model frame is one frame of the data)")
+    p.add_argument("--keys", default="", help="discrete games: KEY=ACTION pairs instead of arrows/WASD/space, "
+                   "e.g. left=LEFT,space=FIRE or left=0,right=1")
+    p.add_argument("--real", action=argparse.BooleanOptionalAction, default=True,
+                   help="show the real game beside the model when it can be rebuilt (default: on)")
+    p.add_argument("--save", default=None, metavar="STORE", help="save the session to this store from the start")
+    p.add_argument("--save-dir", default="sessions", help="folder for screenshots and sessions saved with F9")
+    p.add_argument("--frames", type=int, default=None, help="stop after this many generated frames")
+    p.add_argument("--seed", type=int, default=None, help="seed for the context choice and the sampler noise")
+    p.add_argument("--precision", default="auto", choices=("auto", "no", "bf16"),
+                   help="network autocast: auto = bf16 on CUDA, fp32 on the CPU")
+    p.add_argument("--no-channels-last", action="store_true", help="keep the network in NCHW memory")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the network (on CUDA with CUDA graphs); slow to start")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    args = p.parse_args(argv)
+    if args.scale < 1 or (args.fps is not None and args.fps < 0):
+        p.error("--scale must be at least 1 and --fps at least 0")
+    try:  # before the model loads; settings() applies them to the checkpoint's sampler
+        settings(SamplerConfig(), args.steps, args.context_noise)
+    except SamplerError as e:
+        p.error(str(e))
+    return args
+
+
+def build(args: argparse.Namespace) -> Player:
+    """Everything the loop needs, from the command line; raises PlayError (and the loaders' errors)."""
+    import torch
+
+    if args.save and Path(args.save).exists():
+        raise PlayError(f"--save {args.save}: already exists; choose a new store path")
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    model, cfg, meta, device = load_for_inference(args.checkpoint, args.device, args.precision,
+                                                  not args.no_channels_last, args.compile)
+    sampler = settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise)
+    spec = model.spec
+    keymap = parse_keymap(args.keys, spec.names) if args.keys and spec.exclusive else None
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    start = args.data or (cfg.data.stores[0] if "world" in meta and cfg.data.stores else None)  # a world: all of its starts
+    contexts = Contexts.load(start, spec, cfg.data.context, cfg.data.stores, cfg.data.val_fraction, seed)
+    check_frames(contexts.first, cfg)
+    env = WorldModelEnv(model, sampler, device, seed)
+    live = LiveInput(spec, keymap, on_change=lambda text: print(f"play: {text}", file=sys.stderr))
+    messages = input_messages(spec, live, args.keys)
+    if args.episode is not None and not 0 <= args.episode < len(contexts.episodes):
+        raise PlayError(f"--episode {args.episode}: there are {len(contexts.episodes)} episodes to start "
+                        f"from (0 to {len(contexts.episodes) - 1})")
+    real = None
+    if args.real:
+        real, why = real_game(cfg, spec, contexts)
+        messages.append(why)
+    if args.compile:
+        messages.append("compiling the network: the first frames take a while")
+    run = Path(args.checkpoint)
+    name = (run.parent.name if run.suffix == ".safetensors" else run.name) or "play"
+    opts = Options(scale=args.scale, fps=contexts.first.fps if args.fps is None else args.fps,
+                   smooth=args.smooth, save_dir=Path(args.save_dir), episode=args.episode, seed=seed, name=name)
+    source = {"checkpoint": str(args.checkpoint), "checkpoint_step": int(meta.get("step", 0)),
+              "device": str(device), "seed": seed}
+    player = Player(env, contexts, live, opts, real, source, messages)
+    if args.save:
+        player.start_saving(Path(args.save))
+    return player
+
+
+def real_game(cfg: Config, spec: ControlSpec, contexts: Contexts) -> tuple[RealGame | None, str]:
+    """The game of the checkpoint's own data when it is here, else of --data, at the frames' size;
+    or None, and why not."""
+    origin = training_store(cfg) or contexts.first
+    h, w = contexts.first.frame_shape[:2]
+    return RealGame.find(origin, spec, (w, h))
+
+
+def main(argv=None, prog: str | None = None) -> int:
+    args = parse_args(argv, prog)
+    import pygame
+
+    try:
+        player = build(args)
+    except (PlayError, CheckpointError, StoreError, ConfigError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except pygame.error as e:
+        print(f"error: cannot open a window ({e}); run in a desktop session (DISPLAY set on Linux), "
+              "or set SDL_VIDEODRIVER=dummy to play without one", file=sys.stderr)
+        return 2
+    wm = pygame.display.get_wm_info().get("window")
+    print(f"play: window ready{f' (X11 window {wm:#x})' if isinstance(wm, int) else ''}", file=sys.stderr, flush=True)
+    try:
+        player.run(args.frames)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        player.close()
+    return 0

@@ -1,0 +1,167 @@
+"""A world you can share: `dreamcade export` writes a self-contained world folder (diffusers'
+layout, safetensors only, start contexts, model card) that play and eval load on a machine that
+has never seen the recordings; one `dreamcade` command spells every job."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import ROOT, run_cli
+from dataset import open_store
+
+SMALL = ["--horizon", "20", "--episodes", "2", "--idm-steps", "30", "--windows", "32", "--bank", "200",
+         "--threads", "1", "--quiet"]
+
+
+def dreamcade(*args: str, check: bool = True, cwd: Path = ROOT):
+    proc = subprocess.run([sys.executable, "-m", "dreamcade", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"dreamcade {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A tiny block-game run (4 steps) and its store, in a folder of their own."""
+    tmp = tmp_path_factory.mktemp("world")
+    data = tmp / "block.zarr"
+    dreamcade("record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "600", "--quiet",
+              "--out", str(data))
+    dreamcade("train", "--config", "tiny", "--data", str(data), f"out_dir={tmp}", "train.steps=4",
+              "train.sample_every=0", "--quiet")
+    return tmp / "tiny", data
+
+
+@pytest.fixture
+def no_pickle(monkeypatch):
+    """torch.load fails: whatever loads a world must not unpickle."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("torch.load (a pickle) was called")
+    monkeypatch.setattr(torch, "load", refuse)
+
+
+def test_a_world_plays_and_is_evaluated_alone_and_never_unpickles(run, tmp_path, monkeypatch, no_pickle):
+    run_dir, data = run
+    made = tmp_path / "made"
+    out = dreamcade("export", str(run_dir), "--out", str(made / "world")).stdout
+    assert "play it with `dreamcade play --checkpoint" in out
+    # another machine: the folder copied, the recordings and the run gone
+    there = tmp_path / "elsewhere"
+    shutil.copytree(made / "world", there / "world")
+    shutil.rmtree(made)
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    run_dir.rename(hidden / "run")
+    data.rename(hidden / "block.zarr")
+    try:
+        world = there / "world"
+        assert sorted(p.name for p in world.iterdir()) == ["README.md", "config.json",
+                                                           "diffusion_pytorch_model.safetensors", "reference.zarr",
+                                                           "world.json"]
+        from model.world import World
+        w = World.from_pretrained(str(world))  # the field's loader, as any diffusers model
+        assert w.config.step == 4 and w.denoiser.context == 2
+        monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+        monkeypatch.chdir(tmp_path)
+        import play.cli as play
+        assert play.main(["--checkpoint", str(world), "--frames", "50", "--save", str(tmp_path / "s.zarr"),
+                          "--seed", "0", "--threads", "1"]) == 0
+        session = open_store(tmp_path / "s.zarr")
+        assert len(session) >= 50 and session.spec == w.denoiser.spec
+        from eval.__main__ import main as eval_main
+        assert eval_main(["drift", "--checkpoint", str(world), "--session", str(tmp_path / "s.zarr"),
+                          "--out", str(tmp_path / "report"), *SMALL]) == 0
+        m = json.loads((tmp_path / "report" / "metrics.json").read_text())
+        assert len(m["sessions"]["sequences"]) == 1 and 0 <= m["sessions"]["healthy_horizon"]["min"] <= len(session)
+        assert m["data"] == [str((world / "reference.zarr").resolve())]
+    finally:
+        (hidden / "run").rename(run_dir)
+        (hidden / "block.zarr").rename(data)
+
+
+def test_the_world_folder_holds_what_it_says(run, tmp_path):
+    run_dir, data = run
+    world = tmp_path / "world"
+    dreamcade("export", str(run_dir), "--out", str(world), "--episodes", "3", "--frames", "40")
+    cfg = json.loads((world / "config.json").read_text())
+    assert cfg["_class_name"] == "World" and cfg["step"] == 4 and cfg["config"]["data"]["context"] == 2
+    assert cfg["control_spec"] == open_store(data).spec.to_dict()
+    ref = open_store(world / "reference.zarr")
+    assert len(ref.episodes()) == 3 and all(len(e) == 40 for e in ref.episodes())
+    assert ref.attrs["source"] == open_store(data).attrs["source"]  # play rebuilds the real game from it
+    first = ref.episodes()[0]
+    src = open_store(data)
+    held = [e for e in src.episodes() if np.array_equal(src.read_frames(e.start, e.start + 40),
+                                                        ref.read_frames(first.start, first.stop))]
+    assert held, "the reference frames are the recording's own, unchanged"
+    size = sum(p.stat().st_size for p in (world / "reference.zarr").rglob("*") if p.is_file())
+    assert size < 5 << 20
+    info = json.loads((world / "world.json").read_text())
+    assert info["data"]["frames"] == len(src) and info["step"] == 4 and info["game"] == "dreamcade/Block-v0"
+    card = (world / "README.md").read_text()
+    assert card.startswith("---\nlibrary_name: diffusers\n")
+    for text in ("dreamcade/Block-v0", f"{len(src):,} frames", "4 steps", "one-step PSNR", "healthy horizon",
+                 "action following", "dreamcade train --config", "dreamcade export"):
+        assert text in card, text
+
+
+def test_export_refuses_what_would_lose_or_mislead(run, tmp_path):
+    run_dir, data = run
+    for out, says in ((data / "w", "lies inside the input"), (data, "is not a world folder"),
+                      (run_dir.parent, "is not a world folder")):
+        proc = dreamcade("export", str(run_dir), "--out", str(out), "--overwrite", check=False)
+        assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+    assert open_store(data).verify() == [] and (run_dir / "model.safetensors").is_file()
+    world = tmp_path / "world"
+    dreamcade("export", str(run_dir), "--out", str(world))
+    proc = dreamcade("export", str(run_dir), "--out", str(world), check=False)
+    assert proc.returncode == 2 and "--overwrite" in proc.stderr
+    proc = dreamcade("export", str(world), "--out", str(tmp_path / "again"), check=False)
+    assert proc.returncode == 2 and "is a world folder already" in proc.stderr
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "keep.txt").write_text("mine")
+    proc = dreamcade("export", str(run_dir), "--out", str(tmp_path / "plain"), "--overwrite", check=False)
+    assert proc.returncode == 2 and "not a world folder" in proc.stderr
+    assert (tmp_path / "plain" / "keep.txt").read_text() == "mine"
+
+
+def test_a_cut_short_world_is_called_so(run, tmp_path):
+    run_dir, _ = run
+    world = tmp_path / "world"
+    dreamcade("export", str(run_dir), "--out", str(world))
+    weights = world / "diffusion_pytorch_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])
+    proc = run_cli("play.py", "--checkpoint", str(world), "--frames", "2", check=False,
+                   env={"SDL_VIDEODRIVER": "dummy"})
+    assert proc.returncode == 2 and "truncated" in proc.stderr and str(weights) in proc.stderr
+
+
+JOBS = ["record", "data", "train", "play", "eval", "export", "demo"]
+
+
+def test_dreamcade_lists_the_jobs_in_order_and_each_job_has_its_help():
+    out = dreamcade("--help").stdout
+    assert [line.split()[0] for line in out.splitlines() if line.startswith("  ")] == JOBS
+    for job in JOBS:
+        proc = dreamcade(job, "--help")
+        assert proc.stdout.startswith(f"usage: dreamcade {job}"), proc.stdout[:200]
+    for job in ("record env", "record screen", "data build", "data info", "eval drift", "eval sweep"):
+        assert dreamcade(*job.split(), "--help").stdout.startswith(f"usage: dreamcade {job}")
+    proc = dreamcade("nosuchjob", check=False)
+    assert proc.returncode == 2 and "record, data, train" in proc.stderr
+
+
+def test_presets_and_profiles_are_found_by_name_from_any_folder(tmp_path):
+    code = ("from model.config_file import load_config; from record.screen import load_profile; "
+            "print(load_config('demo').name, load_config('configs/tiny.yaml').name, len(load_profile('fps')))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[:2] == ["demo", "tiny"]
