@@ -84,7 +84,7 @@ def main(argv=None, prog: str = "python demo.py") -> int:
     run_dir, report = out / "runs" / args.preset, out / "reports" / args.preset
     overrides = [f"name={args.preset}", f"out_dir={out / 'runs'}", *args.overrides]
     try:
-        cfg = load_config(ROOT / "configs" / f"{args.preset}.yaml", overrides)
+        cfg = load_config(args.preset, overrides)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -106,10 +106,13 @@ def main(argv=None, prog: str = "python demo.py") -> int:
           ["-m", "dataset", "build", str(raw), "--size", args.size, "--out", str(train_store), "--overwrite"])
     resume = ["--resume"] if (run_dir / "checkpoints" / "latest").exists() else []
     stage("train", model_step(run_dir) == cfg.train.steps,
-          ["train.py", "--config", f"configs/{args.preset}.yaml", "--data", str(train_store), *overrides, *resume])
+          ["-m", "dreamcade", "train", "--config", args.preset, "--data", str(train_store), *overrides, *resume])
     stage("eval", newer(report / "metrics.json", run_dir / "model.safetensors"),
           ["-m", "eval", "drift", "--checkpoint", str(run_dir), "--horizon", str(args.horizon),
            "--episodes", str(args.episodes), "--out", str(report), "--overwrite"])
+    world = out / "world"
+    stage("export", newer(world / "world.json", report / "metrics.json"),
+          ["-m", "dreamcade", "export", str(run_dir), "--out", str(world), "--report", str(report), "--overwrite"])
     times_file = out / "demo_times.json"
     old = json.loads(times_file.read_text()) if times_file.is_file() else {}
     times_file.write_text(json.dumps({**old, **times}, indent=2))
@@ -118,14 +121,15 @@ def main(argv=None, prog: str = "python demo.py") -> int:
     print(f"\nThe demo is ready.\n  checkpoint: {run_dir / 'model.safetensors'}\n  report:     {report / 'index.html'}")
     if videos:
         print(f"  video:      {videos[0]}  (real | generated)")
-    print(f"  play again: python play.py --checkpoint {run_dir}\n"
-          f"  evaluate:   python -m eval drift --checkpoint {run_dir} --out {report} --overwrite")
+    print(f"  world:      {world}  (to share: it plays with nothing else; its card is README.md)\n"
+          f"  play again: dreamcade play --checkpoint {world}\n"
+          f"  evaluate:   dreamcade eval drift --checkpoint {run_dir} --out {report} --overwrite")
     if args.no_play:
         return 0
     if not has_display():
         print("\nNo display here, so no play window: watch the generated gameplay in the video above.")
         return 0
-    run(["play.py", "--checkpoint", str(run_dir)], "play")
+    run(["-m", "dreamcade", "play", "--checkpoint", str(world)], "play")
     return 0
 
 

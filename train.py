@@ -140,7 +140,8 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
             if main_proc and val_ds is not None and due(step, t.eval_every, t.steps):
                 logger.log(step, evaluate(ema, val_ds, cfg, device))
             if main_proc and t.sample_every and due(step, t.sample_every, t.steps):
-                save_samples(ema, val_ds or train_ds, cfg, device, run_dir / "samples", step)
+                files = save_samples(ema, val_ds or train_ds, cfg, device, run_dir / "samples", step)
+                logger.media(step, files, train_ds.fps)
             if main_proc and due(step, t.save_every, t.steps):
                 save_run(run_dir, step, denoiser, ema, optimizer, cfg, train_ds.spec)
             bar.update(1)

@@ -42,6 +42,7 @@ SUBCOMMAND_HELP = {
     "drift": "teacher-forced one-step quality, open-loop rollouts against the recording, reference-free "
              "health and action following; or, with --session, the reference-free figures of saved sessions",
     "sweep": "the drift figures over context noise levels, sampler steps and checkpoints: one table, one plot",
+    "video": "a clip (MP4 or GIF) of a store's frames: a saved play session, a recording",
 }
 
 DRIFT_EPILOG = """\
@@ -85,7 +86,7 @@ def _common(p: argparse.ArgumentParser, **defaults) -> None:
 def parse_args(argv=None, prog: str = "python -m eval") -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=prog, description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True, metavar="{drift,sweep}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{drift,sweep,video}")
     d = sub.add_parser("drift", help=SUBCOMMAND_HELP["drift"], description=textwrap.fill(SUBCOMMAND_HELP["drift"], 92),
                        epilog=DRIFT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     d.add_argument("--checkpoint", help="run folder (runs/<name>) or its model.safetensors")
@@ -105,8 +106,16 @@ def parse_args(argv=None, prog: str = "python -m eval") -> argparse.Namespace:
                    help="context noise levels to try (default: 0,0.05,0.1,0.2)")
     s.add_argument("--steps", type=ints, default=[1, 3], metavar="N,...", help="sampler steps to try (default: 1,3)")
     _common(s, **SWEEP_DEFAULTS)
+    v = sub.add_parser("video", help=SUBCOMMAND_HELP["video"], description=SUBCOMMAND_HELP["video"] + ".")
+    v.add_argument("store", help="the store to render (e.g. sessions/play-....zarr)")
+    v.add_argument("--out", required=True, help="the clip to write: a .mp4 (H.264) or a .gif")
+    v.add_argument("--episode", type=int, default=None, metavar="N", help="only episode N (default: every episode, in order)")
+    v.add_argument("--frames", type=int, default=None, help="at most this many frames (default: all)")
+    v.add_argument("--scale", type=int, default=8, help="pixels per frame pixel, nearest neighbour (default: 8)")
+    v.add_argument("--fps", type=float, default=None, help="frames per second (default: the store's)")
+    v.add_argument("--overwrite", action="store_true", help="replace an existing clip (once the new one is complete)")
     args = p.parse_args(argv)
-    args.data = args.data or []
+    args.data = getattr(args, "data", None) or []
     return args
 
 
@@ -310,12 +319,51 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_video(args: argparse.Namespace) -> int:
+    from dataset import open_store
+    from eval.video import CLIP_KINDS, write_clip
+
+    out = Path(args.out)
+    if out.suffix.lower() not in CLIP_KINDS:
+        raise EvalError(f"--out {out}: a clip is a .mp4 or a .gif")
+    if out.exists() and not args.overwrite:
+        raise EvalError(f"--out {out}: already exists; choose another --out or pass --overwrite")
+    if args.scale < 1 or (args.fps is not None and not args.fps > 0) or (args.frames is not None and args.frames < 1):
+        raise EvalError("--scale and --frames must be at least 1 and --fps positive")
+    s = open_store(args.store)
+    eps = s.episodes()
+    if args.episode is not None:
+        if not 0 <= args.episode < len(eps):
+            raise EvalError(f"--episode {args.episode}: {args.store} has {len(eps)} episodes (0 to {len(eps) - 1})")
+        eps = [eps[args.episode]]
+    limit = args.frames or sum(len(e) for e in eps)
+
+    def frames():  # chunk by chunk, so a long session never sits in memory whole (as MP4)
+        left = limit
+        for e in eps:
+            for a in range(e.start, e.stop, 256):
+                block = s.read_frames(a, min(e.stop, a + 256, a + left))
+                yield from block
+                left -= len(block)
+                if left <= 0:
+                    return
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        n = write_clip(out, frames(), args.fps or s.fps, args.scale)
+    except OSError as e:
+        raise EvalError(f"--out {out}: cannot write it ({e.strerror or e})") from None
+    if n == 0:
+        raise EvalError(f"{args.store}: no frames to render")
+    print(f"wrote {out}: {n} frames at {args.fps or s.fps:g} frames/s")
+    return 0
+
+
 def main(argv=None, prog: str = "python -m eval") -> int:
     args = parse_args(argv, prog)
-    if args.threads > 0:
+    if getattr(args, "threads", 0) > 0:
         torch.set_num_threads(args.threads)
     try:
-        return cmd_drift(args) if args.command == "drift" else cmd_sweep(args)
+        return {"drift": cmd_drift, "sweep": cmd_sweep, "video": cmd_video}[args.command](args)
     except (EvalError, StoreError, CheckpointError, SpecError, sampling.SamplerError, DeviceError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

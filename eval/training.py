@@ -38,21 +38,24 @@ def evaluate(model: Denoiser, ds: WindowDataset, cfg: Config, device: torch.devi
 
 @torch.no_grad()
 def save_samples(model: Denoiser, ds: WindowDataset, cfg: Config, device: torch.device, out: Path,
-                 step: int) -> None:
-    """A grid (rows: last context frame, generated, real) and a rollout video (real | generated)."""
+                 step: int) -> list[Path]:
+    """A grid (rows: last context frame, generated, real) and a rollout video (real | generated);
+    returns the files written."""
     out.mkdir(parents=True, exist_ok=True)
     L, n = cfg.data.context, min(8, len(ds))
     batch = ds.__getitems__(np.linspace(0, len(ds) - 1, n).astype(int)).to(device)
     gen = one_step(model, batch, cfg.sampler, torch.Generator(device).manual_seed(0)).numpy()
     hwc = lambda x: x.permute(0, 2, 3, 1).cpu().numpy()
     rows = [upscale(hwc(batch.frames[:, L - 1]), 4), upscale(gen, 4), upscale(hwc(batch.frames[:, L]), 4)]
-    write_image(out / f"grid_{step:08d}.png", grid(rows))
+    files = [write_image(out / f"grid_{step:08d}.png", grid(rows))]
     # a rollout from the start of the longest episode, with its recorded actions
     ep = int(np.argmax(ds.ep_len))
     T = int(min(cfg.train.rollout_frames, ds.ep_len[ep] - L))
     if T < 1:
-        return
+        return files
     real, acts = ds.episode_steps(ep, L + T)
     env = WorldModelEnv(model, cfg.sampler, device, seed=0)
     gen = open_loop(env, real[None, :L], acts[None, :L - 1], acts[None, L - 1:L - 1 + T])[0]
-    write_video(out / f"rollout_{step:08d}.mp4", upscale(np.concatenate([real[L:], gen], axis=2), 4), ds.fps)
+    files.append(write_video(out / f"rollout_{step:08d}.mp4", upscale(np.concatenate([real[L:], gen], axis=2), 4),
+                             ds.fps))
+    return files

@@ -1,4 +1,5 @@
-"""Writing frames as images and MP4 videos."""
+"""Writing frames as images, MP4 videos and GIFs, and a store's episodes as a clip
+(`python -m eval video`)."""
 
 from __future__ import annotations
 
@@ -67,3 +68,36 @@ class VideoWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+CLIP_KINDS = (".mp4", ".gif")
+
+
+def write_clip(path: str | Path, frames, fps: float, scale: int = 1) -> int:
+    """Frames (an iterable of uint8 [H, W, 3]) to an MP4 (streamed) or a GIF (by the suffix),
+    nearest-neighbour upscaled; written beside `path` and moved into place when complete.
+    Returns the number of frames (0: nothing was written)."""
+    import os
+
+    path = Path(path)
+    if path.suffix.lower() not in CLIP_KINDS:
+        raise ValueError(f"{path}: a clip is .mp4 or .gif")
+    tmp = path.with_name(f".{path.stem}.partial-{os.getpid()}{path.suffix}")
+    n = 0
+    try:
+        if path.suffix.lower() == ".mp4":
+            with VideoWriter(tmp, fps) as w:
+                for f in frames:
+                    w.write(upscale(np.asarray(f), scale))
+                    n += 1
+        else:
+            stack = [upscale(np.asarray(f), scale) for f in frames]
+            n = len(stack)
+            if n:
+                iio.imwrite(tmp, np.stack(stack), plugin="pillow", extension=".gif",
+                            duration=1000.0 / fps, loop=0)
+        if n:
+            os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return n

@@ -121,6 +121,22 @@ class Logger:
         if self.wandb is not None:
             self.wandb.log(stats, step=step)
 
+    def media(self, step: int, files: list[Path], fps: float) -> None:
+        """Sample grids (.png) and rollout videos (.mp4) to wandb, beside the scalars; the files
+        themselves stay in the run's samples/ either way."""
+        if self.wandb is None or not files:
+            return
+        import wandb
+
+        media = {}
+        for f in files:
+            kind = "samples/grid" if f.suffix == ".png" else "samples/rollout"
+            media[kind] = (wandb.Image(str(f), caption=f"step {step}: last context | generated | real")
+                           if f.suffix == ".png" else
+                           wandb.Video(str(f), caption=f"step {step}: real | generated", fps=int(round(fps)),
+                                       format="mp4"))
+        self.wandb.log(media, step=step)
+
     def close(self) -> None:
         if self.file:
             self.file.close()

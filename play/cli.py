@@ -61,6 +61,9 @@ def parse_args(argv=None, prog: str | None = None) -> argparse.Namespace:
     p.add_argument("--real", action=argparse.BooleanOptionalAction, default=True,
                    help="show the real game beside the model when it can be rebuilt (default: on)")
     p.add_argument("--save", default=None, metavar="STORE", help="save the session to this store from the start")
+    p.add_argument("--video", default=None, metavar="CLIP", help="record what the window shows to this .mp4 "
+                   "or .gif, one video frame per generated frame, at the window's scale")
+    p.add_argument("--video-hud", action="store_true", help="keep the HUD in the --video clip (default: the game only)")
     p.add_argument("--save-dir", default="sessions", help="folder for screenshots and sessions saved with F9")
     p.add_argument("--frames", type=int, default=None, help="stop after this many generated frames")
     p.add_argument("--seed", type=int, default=None, help="seed for the context choice and the sampler noise")
@@ -86,6 +89,10 @@ def build(args: argparse.Namespace) -> Player:
 
     if args.save and Path(args.save).exists():
         raise PlayError(f"--save {args.save}: already exists; choose a new store path")
+    if args.video and Path(args.video).suffix.lower() not in (".mp4", ".gif"):
+        raise PlayError(f"--video {args.video}: a clip is a .mp4 or a .gif")
+    if args.video and Path(args.video).exists():
+        raise PlayError(f"--video {args.video}: already exists; choose a new file")
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     model, cfg, meta, device = load_for_inference(args.checkpoint, args.device, args.precision,
@@ -112,12 +119,15 @@ def build(args: argparse.Namespace) -> Player:
     run = Path(args.checkpoint)
     name = (run.parent.name if run.suffix == ".safetensors" else run.name) or "play"
     opts = Options(scale=args.scale, fps=contexts.first.fps if args.fps is None else args.fps,
-                   smooth=args.smooth, save_dir=Path(args.save_dir), episode=args.episode, seed=seed, name=name)
+                   smooth=args.smooth, save_dir=Path(args.save_dir), episode=args.episode, seed=seed, name=name,
+                   video_hud=args.video_hud)
     source = {"checkpoint": str(args.checkpoint), "checkpoint_step": int(meta.get("step", 0)),
               "device": str(device), "seed": seed}
     player = Player(env, contexts, live, opts, real, source, messages)
     if args.save:
         player.start_saving(Path(args.save))
+    if args.video:
+        player.start_video(Path(args.video))
     return player
 
 
@@ -149,5 +159,9 @@ def main(argv=None, prog: str | None = None) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        player.close()
+        try:
+            player.close()
+        except PlayError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
     return 0

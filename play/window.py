@@ -46,6 +46,10 @@ class Options:
     episode: int | None = None
     seed: int | None = None
     name: str = "play"
+    video: Path | None = None
+    """Record what the window shows, one video frame per generated frame, to this .mp4 or .gif."""
+    video_hud: bool = False
+    """Keep the HUD in the video (by default only the game panels)."""
 
 
 class Player:
@@ -67,6 +71,7 @@ class Player:
         self.stats = {"frames": 0, "model_s": 0.0, "loop_s": 0.0}
         self.message, self.message_until = "", 0.0
         self.resets = 0
+        self.video, self.video_shape, self.video_written = None, None, -1
         pg.display.init()
         driver = pg.display.get_driver()
         if driver in ("offscreen", "dummy") and os.environ.get("SDL_VIDEODRIVER") != driver:
@@ -280,7 +285,23 @@ class Player:
             shade.fill((0, 0, 0, 210))
             screen.blit(shade, (0, 0))
             self._text(self.help_lines(), (6, 4))
+        if self.video is not None and self.video_written != self.frames_done:
+            self._record(size)
         pg.display.flip()
+
+    def _record(self, size: tuple[int, int]) -> None:
+        """Append what the window shows (the panels, or the whole window with --video-hud) to the
+        clip; a window that changes size (V, the HUD) is cropped or padded to the first size."""
+        shot = self.pg.surfarray.array3d(self.screen).transpose(1, 0, 2)
+        if not self.opts.video_hud:
+            shot = shot[:size[1], :len(self.panels()) * (size[0] + 4) - 4]
+        if self.video_shape is None:
+            self.video_shape = shot.shape
+        canvas = np.zeros(self.video_shape, np.uint8)
+        h, w = min(shot.shape[0], canvas.shape[0]), min(shot.shape[1], canvas.shape[1])
+        canvas[:h, :w] = shot[:h, :w]
+        self.video.put(canvas)
+        self.video_written = self.frames_done
 
     def _text(self, lines: list[tuple[str, tuple]] | list[str], at: tuple[int, int]) -> None:
         for i, line in enumerate(lines):
@@ -310,11 +331,58 @@ class Player:
         lines += [f"  {' / '.join(keys[n]):<9} {what}" for n, _, what in HOTKEYS if n in keys]
         return lines
 
+    def start_video(self, path: Path) -> None:
+        """Record the window to `path` from now until close()."""
+        self.video = Clip(path, self.opts.fps or self.contexts.first.fps)
+        self.say(f"recording the window to {path}")
+
     def close(self) -> None:
         if self.session is not None:
             self.stop_saving()
+        if self.video is not None:
+            n = self.video.close()
+            self.say(f"wrote {self.video.path}: {n} frames" if n else f"no video written: no frame was generated")
         self.live.close()
         if self.real is not None:
             self.real.close()
         self.pg.display.quit()
+
+
+class Clip:
+    """The window's frames streamed to eval.video.write_clip on a thread of its own (encoding
+    never stalls the loop); the file appears when close() has written it whole."""
+
+    def __init__(self, path: Path, fps: float) -> None:
+        import queue
+        import threading
+
+        from eval.video import write_clip
+
+        self.path, self.n = Path(path), 0
+        self.queue: queue.Queue = queue.Queue(maxsize=64)
+        self.error: Exception | None = None
+
+        def frames():
+            while (frame := self.queue.get()) is not None:
+                yield frame
+
+        def work():
+            try:
+                self.n = write_clip(self.path, frames(), fps)
+            except Exception as e:  # an unwritable folder: said at close, play goes on
+                self.error = e
+                for _ in frames():
+                    pass
+        self.thread = threading.Thread(target=work, name="clip", daemon=True)
+        self.thread.start()
+
+    def put(self, frame: np.ndarray) -> None:
+        self.queue.put(frame)
+
+    def close(self) -> int:
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise PlayError(f"--video {self.path}: not written ({self.error})")
+        return self.n
 

@@ -15,7 +15,7 @@ def test_demo_runs_every_stage_then_skips_what_is_done(tmp_path):
     args = ["demo.py", "--out", str(tmp_path), "--frames", "300", "--preset", "tiny", "--horizon", "12",
             "--episodes", "2", "--no-play", "train.steps=6", "train.save_every=3", "train.sample_every=0"]
     first = run_cli(*args, timeout=900).stdout
-    for stage in ("record", "build", "train", "eval"):
+    for stage in ("record", "build", "train", "eval", "export"):
         assert f"== {stage}\n$ " in first, f"the {stage} stage ran and printed its command"
     raw, train = open_store(tmp_path / "data" / "raw.zarr"), open_store(tmp_path / "data" / "train32x32.zarr")
     assert len(raw) == 300 and raw.closed_cleanly and raw.attrs["source"]["env_id"] == "ALE/Breakout-v5"
@@ -27,13 +27,15 @@ def test_demo_runs_every_stage_then_skips_what_is_done(tmp_path):
     videos = sorted((report / "videos").glob("episode_*.mp4"))
     assert videos, "the generated-gameplay video"
     times = json.loads((tmp_path / "demo_times.json").read_text())
-    assert set(times) == {"record", "build", "train", "eval"} and all(t > 0 for t in times.values())
+    assert set(times) == {"record", "build", "train", "eval", "export"} and all(t > 0 for t in times.values())
     for promise in (str(run_dir / "model.safetensors"), str(report / "index.html"), str(videos[0]),
-                    f"python play.py --checkpoint {run_dir}", "python -m eval drift --checkpoint"):
+                    f"dreamcade play --checkpoint {tmp_path / 'world'}", "dreamcade eval drift --checkpoint"):
         assert promise in first, f"the summary names {promise}"
 
+    card = (tmp_path / "world" / "README.md").read_text()
+    assert "healthy horizon" in card and "of 12 |" in card, "the card carries the report's figures"
     second = run_cli(*args, timeout=900).stdout
-    for stage in ("record", "build", "train", "eval"):
+    for stage in ("record", "build", "train", "eval", "export"):
         assert f"== {stage}: done already, skipped" in second
 
     # an unfinished recording (a killed recorder) is recorded again and the training store rebuilt;

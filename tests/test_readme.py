@@ -20,19 +20,25 @@ def shown_commands() -> list[str]:
             line = line.split(" #")[0].strip().rstrip("&").strip()
             if line and not line.startswith("#"):
                 lines.append(line)
-    lines += re.findall(r"`((?:python|make) [^`]+)`", README)
-    return sorted(set(lines))
+    lines += re.findall(r"`((?:python|make|dreamcade) [^`]+)`", README)
+    return sorted({line for line in lines if "..." not in line and "\\|" not in line})  # not table shorthand
 
 
 def target(words: list[str]) -> tuple[list[str], list[str]] | None:
-    """(the command to ask for --help, the words after it) for a python command line."""
+    """(the command to ask for --help, the words after it) for a python or dreamcade command line."""
+    if words[:1] == ["dreamcade"] and len(words) >= 2:
+        subcommands = {"record": ("env", "screen"), "data": ("info", "build"), "eval": ("drift", "sweep", "video")}
+        job, rest = words[1], words[2:]
+        if rest and rest[0] in subcommands.get(job, ()):
+            return ["-m", "dreamcade", job, rest[0]], rest[1:]
+        return ["-m", "dreamcade", job], rest
     if words[:2] == ["accelerate", "launch"]:
         words = ["python"] + [w for w in words[2:] if not w.startswith("--num_processes") and not w.isdigit()]
     if words[0] != "python" or len(words) < 2:
         return None
     if words[1] == "-m":
         module, rest = words[2], words[3:]
-        subcommands = {"record": ("env", "screen"), "dataset": ("info", "build"), "eval": ("drift", "sweep")}
+        subcommands = {"record": ("env", "screen"), "dataset": ("info", "build"), "eval": ("drift", "sweep", "video")}
         if rest and rest[0] in subcommands.get(module, ()):
             return ["-m", module, rest[0]], rest[1:]
         return ["-m", module], rest
@@ -47,7 +53,8 @@ def test_the_readme_shows_the_commands_of_every_job():
     joined = "\n".join(COMMANDS)
     for needed in ("make test", "make demo", "python -m record screen", "python -m record env",
                    "python -m dataset build", "python -m dataset info", "python train.py", "python play.py",
-                   "python -m eval drift", "python -m eval sweep", "python -m bench."):
+                   "python -m eval drift", "python -m eval sweep", "python -m bench.", "dreamcade export",
+                   "dreamcade play", "dreamcade train", "dreamcade eval drift", "dreamcade record env"):
         assert needed in joined, f"the README shows no `{needed}` command"
 
 

@@ -165,3 +165,48 @@ def test_presets_and_profiles_are_found_by_name_from_any_folder(tmp_path):
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[:2] == ["demo", "tiny"]
+
+
+def test_clips_of_the_window_and_of_a_saved_session(run, tmp_path):
+    import imageio.v3 as iio
+
+    run_dir, _ = run
+    gif, mp4, session = tmp_path / "window.gif", tmp_path / "window.mp4", tmp_path / "s.zarr"
+    play = ["play.py", "--checkpoint", str(run_dir), "--frames", "20", "--scale", "4", "--no-real", "--seed", "0",
+            "--threads", "1"]
+    run_cli(*play, "--video", str(gif), "--save", str(session), env={"SDL_VIDEODRIVER": "dummy"})
+    frames = open_store(session).read_frames(0, len(open_store(session)))
+    shown = iio.imread(gif)
+    assert shown.shape[1:] == (64, 64, 3)  # the window's scale, the game panel only
+    generated = frames[-20:].repeat(4, axis=1).repeat(4, axis=2)
+    kept = [0] + [i for i in range(1, 20) if not np.array_equal(generated[i], generated[i - 1])]
+    assert np.array_equal(shown, generated[kept]), "the clip is what the window showed, frame for frame"
+    run_cli(*play, "--video", str(mp4), "--video-hud", env={"SDL_VIDEODRIVER": "dummy"})
+    hud = iio.imread(mp4, plugin="pyav")
+    assert len(hud) == 20 and hud.shape[1] > 64  # the HUD lines under the game
+
+    out = tmp_path / "session.gif"
+    said = run_cli("-m", "eval", "video", str(session), "--out", str(out), "--scale", "2").stdout
+    assert f"wrote {out}: {len(frames)} frames" in said
+    big = frames.repeat(2, axis=1).repeat(2, axis=2)
+    kept = [0] + [i for i in range(1, len(big)) if not np.array_equal(big[i], big[i - 1])]
+    assert np.array_equal(iio.imread(out), big[kept])  # a GIF shows a repeated frame once, for longer
+    run_cli("-m", "dreamcade", "eval", "video", str(session), "--out", str(tmp_path / "s.mp4"), "--frames", "7")
+    assert len(iio.imread(tmp_path / "s.mp4", plugin="pyav")) == 7
+    for args, says in (([str(out)], "already exists"), ([str(tmp_path / "x.avi")], "a .mp4 or a .gif")):
+        proc = run_cli("-m", "eval", "video", str(session), "--out", *args, check=False)
+        assert proc.returncode == 2 and says in proc.stderr
+    proc = run_cli(*play, "--video", str(gif), env={"SDL_VIDEODRIVER": "dummy"}, check=False)
+    assert proc.returncode == 2 and "already exists" in proc.stderr
+
+
+def test_wandb_offline_gets_the_sample_grids_and_rollout_videos(run, tmp_path):
+    _, data = run
+    run_cli("train.py", "--config", "tiny", "--data", str(data), f"out_dir={tmp_path}", "train.steps=4",
+            "train.sample_every=2", "log.wandb=offline", "--quiet",
+            env={"WANDB_MODE": "offline", "WANDB_SILENT": "true", "HOME": str(tmp_path)})
+    wandb_run, = (tmp_path / "tiny" / "wandb").glob("offline-run-*")
+    media = wandb_run / "files" / "media"
+    assert len(list((media / "images" / "samples").glob("grid_*.png"))) == 2
+    assert len(list((media / "videos" / "samples").glob("rollout_*.mp4"))) == 2
+    assert list(wandb_run.glob("*.wandb")), "the offline run log, for `wandb sync`"
