@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from dataset import StoreError, WindowDataset, make_loader
 from eval.training import evaluate, save_samples
-from model.checkpoint import CheckpointError, load_training_state
+from model.checkpoint import CheckpointError, load_training_state, rng_state
 from model.config import Config, ConfigError
 from model.config_file import load_config, to_dict
 from model.denoiser import Denoiser
@@ -78,7 +78,8 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
     device = resolve_device(t.device)
     accelerator = Accelerator(cpu=device.type == "cpu", gradient_accumulation_steps=t.grad_accum)
     device, rank, main_proc = accelerator.device, accelerator.process_index, accelerator.is_main_process
-    seed = t.seed + rank
+    world = accelerator.num_processes
+    seed = t.seed + rank  # the noise differs per process; the data order (t.seed) does not
     torch.manual_seed(seed)
     np.random.seed(seed)
     random.seed(seed)
@@ -90,28 +91,32 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
                          t.precision, t.channels_last)
     ema, optimizer, step = make_ema(denoiser), make_optimizer(denoiser, cfg), 0
     if resume_from is not None:
-        step = load_training_state(resume_from, denoiser, ema, optimizer)["step"]
+        step = load_training_state(resume_from, denoiser, ema, optimizer, rank)["step"]
         if main_proc:
             print(f"resuming from {resume_from} at step {step}", file=sys.stderr)
     if t.compile:
         denoiser.compile_network()
     loss_module, optimizer = accelerator.prepare(LossModule(denoiser), optimizer)
     logger = Logger(cfg, run_dir, main_proc)
-    per_epoch = len(train_ds) // t.batch_size
+    per_epoch = len(train_ds) // (t.batch_size * world)  # batches of each process
     if per_epoch == 0:
-        raise ConfigError(f"{len(train_ds)} training windows, fewer than train.batch_size={t.batch_size}")
+        raise ConfigError(f"{len(train_ds)} training windows, fewer than train.batch_size={t.batch_size} x "
+                          f"{world} processes")
     if main_proc:
         print(f"{cfg.name}: {sum(p.numel() for p in denoiser.parameters()) / 1e6:.2f} M parameters, "
               f"{len(train_ds)} training windows ({train_ds.mode}), {len(val_ds) if val_ds else 0} validation, "
-              f"on {device}", file=sys.stderr)
+              f"on {device}, {world} process{'es' if world > 1 else ''}", file=sys.stderr)
+    windows_log = open_windows_log(run_dir, rank) if t.log_windows else None
 
     epoch, skip = divmod(step * t.grad_accum, per_epoch)
     bar = tqdm(total=t.steps, initial=step, unit="step", disable=not (progress and main_proc), dynamic_ncols=True)
     rate = Rate(step)
     while step < t.steps:
-        loader = make_loader(train_ds, t.batch_size, seed=seed, epoch=epoch, skip_batches=skip,
-                             num_workers=cfg.data.num_workers, weighting=cfg.data.weighting)
-        for batch in loader:
+        loader = make_loader(train_ds, t.batch_size, seed=t.seed, epoch=epoch, skip_batches=skip,
+                             num_workers=cfg.data.num_workers, weighting=cfg.data.weighting, rank=rank, world=world)
+        for batch, windows in zip(loader, loader.batch_sampler):
+            if windows_log is not None:
+                windows_log.write(json.dumps({"step": step + 1, "windows": windows}) + "\n")
             batch = batch.to(device, non_blocking=True)
             with accelerator.accumulate(loss_module):
                 loss = loss_module(batch)
@@ -142,18 +147,39 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
             if main_proc and t.sample_every and due(step, t.sample_every, t.steps):
                 files = save_samples(ema, val_ds or train_ds, cfg, device, run_dir / "samples", step)
                 logger.media(step, files, train_ds.fps)
-            if main_proc and due(step, t.save_every, t.steps):
-                save_run(run_dir, step, denoiser, ema, optimizer, cfg, train_ds.spec)
+            if due(step, t.save_every, t.steps):
+                rngs = every_rng_state(world)  # every process takes part
+                if main_proc:
+                    save_run(run_dir, step, denoiser, ema, optimizer, cfg, train_ds.spec, rngs)
             bar.update(1)
             if step >= t.steps:
                 break
         epoch, skip = epoch + 1, 0
     bar.close()
     logger.close()
+    if windows_log is not None:
+        windows_log.close()
+    accelerator.wait_for_everyone()
+    accelerator.end_training()  # other processes leave here; the first writes the world
     if main_proc:
         print(f"done: {run_dir / 'model.safetensors'} (step {step})", file=sys.stderr)
         write_world(run_dir)
     return 0
+
+
+def every_rng_state(world: int) -> list[tuple[dict, dict]]:
+    """The RNG state of every process, in rank order (each resumes with its own)."""
+    mine = rng_state()
+    if world == 1:
+        return [mine]
+    out = [None] * world
+    torch.distributed.all_gather_object(out, mine)
+    return out
+
+
+def open_windows_log(run_dir: Path, rank: int):
+    (run_dir / "windows").mkdir(parents=True, exist_ok=True)
+    return open(run_dir / "windows" / f"rank{rank}.jsonl", "a")
 
 
 def write_world(run_dir: Path) -> None:

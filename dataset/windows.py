@@ -330,12 +330,19 @@ def _seed_worker(worker_id: int) -> None:
 
 def make_loader(dataset: WindowDataset, batch_size: int, *, shuffle: bool = True, num_workers: int = 0,
                 seed: int = 0, epoch: int = 0, skip_batches: int = 0, pin_memory: bool | None = None,
-                drop_last: bool = True, weighting: str = "window") -> DataLoader:
+                drop_last: bool = True, weighting: str = "window", rank: int = 0, world: int = 1) -> DataLoader:
     """A DataLoader of Batches over one epoch (see `epoch_order`), from batch `skip_batches` on;
-    seeded, the same batches with any number of workers, pinned memory by default on CUDA."""
+    seeded, the same batches with any number of workers, pinned memory by default on CUDA.
+
+    With `world` processes, every process computes the same order (the same seed) and step k
+    takes its global batch of world x batch_size windows from it; process `rank` gets its
+    rank-th slice, so no two processes see the same window in a step, or in an epoch."""
     order = epoch_order(dataset, shuffle=shuffle, seed=seed, epoch=epoch, weighting=weighting)
-    n = len(order) // batch_size * batch_size if drop_last else len(order)
-    batches = [order[a:a + batch_size].tolist() for a in range(0, n, batch_size)][skip_batches:]
+    span = batch_size * world
+    n = len(order) // span * span if drop_last else len(order)
+    batches = [order[a + rank * batch_size:min(n, a + (rank + 1) * batch_size)].tolist()
+               for a in range(0, n, span)][skip_batches:]
+    batches = [b for b in batches if b]
     return DataLoader(dataset, batch_sampler=batches, collate_fn=collate, num_workers=num_workers,
                       pin_memory=torch.cuda.is_available() if pin_memory is None else pin_memory,
                       worker_init_fn=_seed_worker, generator=torch.Generator().manual_seed(seed),

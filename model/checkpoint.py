@@ -197,8 +197,11 @@ def set_rng_state(tensors: dict[str, torch.Tensor], plain: dict) -> None:
 
 
 def save_training_state(run_dir: Path, step: int, model: torch.nn.Module, ema: torch.nn.Module,
-                        optimizer: torch.optim.Optimizer, cfg: Config, extra: dict, keep: int) -> Path:
-    """Write a full checkpoint atomically, point `latest` at it, prune old ones."""
+                        optimizer: torch.optim.Optimizer, cfg: Config, extra: dict, keep: int,
+                        rngs: list[tuple[dict, dict]] | None = None) -> Path:
+    """Write a full checkpoint atomically, point `latest` at it, prune old ones. `rngs`: the RNG
+    states of every process (rank order) of a multi-process run, each resumed as its own; by
+    default this process's."""
     ckpts = Path(run_dir) / "checkpoints"
     ckpts.mkdir(parents=True, exist_ok=True)
     name = f"step_{step:08d}"
@@ -209,9 +212,11 @@ def save_training_state(run_dir: Path, step: int, model: torch.nn.Module, ema: t
     _save_tensors(ema.state_dict(), tmp / "ema.safetensors")
     opt_tensors, groups = _optimizer_tensors(optimizer)
     _save_tensors(opt_tensors, tmp / "optimizer.safetensors")
-    rng_tensors, rng_plain = rng_state()
-    _save_tensors(rng_tensors, tmp / "rng.safetensors")
-    state = {"step": step, "config": to_dict(cfg), "param_groups": groups, "rng": rng_plain, **extra}
+    rngs = rngs or [rng_state()]
+    for rank, (tensors, _) in enumerate(rngs):
+        _save_tensors(tensors, tmp / ("rng.safetensors" if rank == 0 else f"rng_rank{rank}.safetensors"))
+    state = {"step": step, "config": to_dict(cfg), "param_groups": groups, "rng": rngs[0][1],
+             "rng_ranks": [plain for _, plain in rngs[1:]], "processes": len(rngs), **extra}
     _write_atomic(tmp / "state.json", json.dumps(state).encode())
     _fsync_dir(tmp)
     final = ckpts / name
@@ -238,14 +243,18 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 
 
 def load_training_state(path: Path, model: torch.nn.Module, ema: torch.nn.Module,
-                        optimizer: torch.optim.Optimizer) -> dict:
-    """Restore model, EMA, optimizer and RNG from a checkpoint folder; returns state.json."""
+                        optimizer: torch.optim.Optimizer, rank: int = 0) -> dict:
+    """Restore model, EMA, optimizer and RNG (process `rank`'s, when the run had that many
+    processes; else the first's) from a checkpoint folder; returns state.json."""
     try:
         state = json.loads((path / "state.json").read_text())
         model.load_state_dict(load_file(str(path / "model.safetensors")))
         ema.load_state_dict(load_file(str(path / "ema.safetensors")))
         _load_optimizer(optimizer, load_file(str(path / "optimizer.safetensors")), state["param_groups"])
-        set_rng_state(load_file(str(path / "rng.safetensors")), state["rng"])
+        if 0 < rank <= len(state.get("rng_ranks", [])):
+            set_rng_state(load_file(str(path / f"rng_rank{rank}.safetensors")), state["rng_ranks"][rank - 1])
+        else:
+            set_rng_state(load_file(str(path / "rng.safetensors")), state["rng"])
     except (OSError, ValueError, KeyError, SafetensorError, RuntimeError) as e:
         raise CheckpointError(f"{path}: cannot resume from this checkpoint ({type(e).__name__}: {e}); "
                               "delete it to fall back to an older one, or start a new run") from None

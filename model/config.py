@@ -170,7 +170,8 @@ class TrainConfig:
     grad_accum: int = 1
     """Micro-batches accumulated per optimizer step, at least 1."""
     seed: int = 0
-    """Seed of the weights, the data order and the noise (offset by the process rank)."""
+    """Seed of the weights, the data order (the same in every process) and the noise (offset by
+    the process rank)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """auto = CUDA when torch sees it, else the CPU."""
     precision: Literal["auto", "no", "bf16"] = "auto"
@@ -196,6 +197,9 @@ class TrainConfig:
     """Steps between checkpoints, 0 or more (0 = only at the end)."""
     keep_checkpoints: int = 3
     """Newest checkpoints kept, at least 1."""
+    log_windows: bool = False
+    """Each process writes the window indices of every batch it trains on to
+    <run>/windows/rank<R>.jsonl (to check what each process saw)."""
 
     def check(self) -> None:
         require(self.steps >= 1 and self.batch_size >= 1 and self.grad_accum >= 1,

@@ -158,9 +158,10 @@ class Rate:
 
 
 def save_run(run_dir: Path, step: int, denoiser: Denoiser, ema: Denoiser, optimizer: torch.optim.Optimizer,
-             cfg: Config, spec: ControlSpec) -> None:
-    """A full checkpoint (resumable) and the slim model.safetensors of the EMA weights."""
+             cfg: Config, spec: ControlSpec, rngs: list[tuple[dict, dict]] | None = None) -> None:
+    """A full checkpoint (resumable; with every process's RNG state) and the slim
+    model.safetensors of the EMA weights."""
     inner = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the optimizer
     save_training_state(run_dir, step, denoiser, ema, inner, cfg, {"control_spec": spec.to_dict()},
-                        cfg.train.keep_checkpoints)
+                        cfg.train.keep_checkpoints, rngs)
     export_model(run_dir / "model.safetensors", ema, cfg, step)
