@@ -91,9 +91,14 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
                          t.precision, t.channels_last)
     ema, optimizer, step = make_ema(denoiser), make_optimizer(denoiser, cfg), 0
     if resume_from is not None:
-        step = load_training_state(resume_from, denoiser, ema, optimizer, rank)["step"]
+        state = load_training_state(resume_from, denoiser, ema, optimizer, rank)
+        step = state["step"]
         if main_proc:
             print(f"resuming from {resume_from} at step {step}", file=sys.stderr)
+            if state.get("processes", 1) != world:
+                print(f"note: the checkpoint was written by {state.get('processes', 1)} process(es) and this run has "
+                      f"{world}: it goes on, but not as the uninterrupted run would have (another data order "
+                      "and noise from here)", file=sys.stderr)
     if t.compile:
         denoiser.compile_network()
     loss_module, optimizer = accelerator.prepare(LossModule(denoiser), optimizer)
