@@ -123,8 +123,29 @@ def rollout_files(out: Path, ev: ModelEval, ref: Reference, settings: DriftSetti
     plot_health(out / "health.png", ref.health, series, "rollouts")
     s = ev.one_step.samples
     write_image(out / "one_step.png", grid([upscale(row, max(1, 64 // row.shape[1])) for row in s]))
+    steps = write_steps_image(out / "steps.png", r)
+    files["steps_image"] = {"file": "steps.png", "steps": steps}
     files["videos"] = episode_videos(out, r, ref, settings, n_videos)
     return files
+
+
+def shown_steps(horizon: int) -> list[int]:
+    """Steps 1, 10, 100, 1,000, 10,000 ... up to the horizon, and the horizon itself."""
+    steps = [10 ** k for k in range(len(str(horizon))) if 10 ** k <= horizon]
+    return steps + ([horizon] if steps[-1] != horizon else [])
+
+
+def write_steps_image(path: Path, r: Rollouts, episodes: int = 4) -> list[int]:
+    """For up to `episodes` rollouts, a row of recorded frames (dark once the recording has
+    ended) over a row of generated ones, at steps 1, 10, 100, ... (shown_steps)."""
+    steps = shown_steps(min(len(g) for g in r.generated))
+    rows = []
+    for case, gen in list(zip(r.cases, r.generated))[:episodes]:
+        dark = np.full(gen.shape[1:], 24, np.uint8)
+        rows.append(np.stack([case.real[t - 1] if t <= case.reference_steps else dark for t in steps]))
+        rows.append(np.stack([gen[t - 1] for t in steps]))
+    write_image(path, grid([upscale(row, max(1, 64 // row.shape[1])) for row in rows]))
+    return steps
 
 
 def episode_videos(out: Path, r: Rollouts, ref: Reference, settings: DriftSettings, n: int) -> list[dict]:
@@ -228,6 +249,9 @@ def _rollouts(m: dict) -> str:
         f"{r['horizon']} steps. Ground truth lasts as long as the episode ({r['reference_steps']['min']} to "
         f"{r['reference_steps']['max']} steps here): PSNR and SSIM stop there, the health figures below run on. "
         "Past the recording the episode's actions are replayed from its start."), overall,
+        H.image("steps.png", "recorded and generated frames at steps " + ", ".join(map(str, shown_steps(r["horizon"])))),
+        H.para("Steps " + ", ".join(f"{t:,}" for t in shown_steps(r["horizon"])) + " of the first episodes: in "
+               "each pair of rows the recording above (dark once it has ended), the model below."),
         H.image("quality.png", "PSNR and SSIM against step"),
         H.para("The model's pooled PSNR first falls below the frozen last frame's at step "
                f"{'–' if below is None else below}."),

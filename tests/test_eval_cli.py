@@ -67,7 +67,7 @@ def test_drift_writes_the_whole_report(breakout, tmp_path):
     assert "one step (64 held-out windows)" in proc.stdout and "report:" in proc.stdout
     assert "no held-out episode" in proc.stderr, "a single episode: the fallback is said"
     assert sorted(p.name for p in out.iterdir()) == ["health.png", "index.html", "metrics.json", "one_step.png",
-                                                      "quality.png", "videos"]
+                                                      "quality.png", "steps.png", "videos"]
     m = json.loads((out / "metrics.json").read_text())
     assert m["command"].startswith("python -m eval drift --checkpoint")
     assert m["checkpoint"] == {"path": str(run), "step": 4}
@@ -84,13 +84,15 @@ def test_drift_writes_the_whole_report(breakout, tmp_path):
     a = r["action_following"]
     assert 0 <= a["accuracy"] <= 1 and 0 < a["chance"] <= 1 and a["ceiling"] is not None
     assert m["sampler"]["steps"] == 2 and "sessions" not in m
-    for png in ("health.png", "quality.png", "one_step.png"):
+    for png in ("health.png", "quality.png", "one_step.png", "steps.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    steps = iio.imread(out / "steps.png")  # steps 1, 10, 20: recorded over generated, 32x32 frames x 2
+    assert steps.shape[:2] == (2 * 64 + 2, 3 * 64 + 2 * 2)
     video = iio.imread(out / "videos" / "episode_00.mp4", plugin="pyav")
     assert video.shape[0] == 20, "one video frame per generated step"
     assert video.shape[2] >= 2 * 32 * 8, "recorded | generated, upscaled"
     html = (out / "index.html").read_text()
-    for part in ("quality.png", "health.png", "one_step.png", "videos/episode_00.mp4", "Open-loop rollouts",
+    for part in ("quality.png", "health.png", "one_step.png", "steps.png", "Steps 1, 10, 20 of", "videos/episode_00.mp4", "Open-loop rollouts",
                  "Action following", "One step, teacher-forced", "no held-out episode"):
         assert part in html, part
     assert not list(tmp_path.glob(".report.tmp-*")), "no temporary folder left"
@@ -241,3 +243,11 @@ def test_skip_damaged_and_the_health_window_run_end_to_end(breakout, tmp_path):
     assert proc.returncode == 2 and str(chunk) in proc.stderr
     proc = run_cli(*train, "data.skip_damaged=true")
     assert f"frames 0-{first.stop - 1}" in proc.stderr and (tmp_path / "tiny" / "model.safetensors").is_file()
+
+
+def test_the_steps_shown_are_the_decades_and_the_horizon():
+    from eval.report import shown_steps
+    assert shown_steps(10000) == [1, 10, 100, 1000, 10000]
+    assert shown_steps(1000) == [1, 10, 100, 1000] and shown_steps(300) == [1, 10, 100, 300]
+    assert shown_steps(1) == [1] and shown_steps(20) == [1, 10, 20]
+
