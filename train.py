@@ -21,6 +21,7 @@ import yaml
 from tqdm import tqdm
 
 from dataset import StoreError, WindowDataset, make_loader
+from dataset.store import absolute
 from eval.training import evaluate, save_samples
 from model.checkpoint import CheckpointError, load_training_state, rng_state
 from model.config import Config, ConfigError
@@ -57,7 +58,7 @@ def main(argv=None, prog: str = "python train.py") -> int:
         if args.dry_run:
             print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
             return 0
-        cfg.data.stores = [str(Path(p).resolve()) for p in cfg.data.stores]  # play and eval find them anywhere
+        cfg.data.stores = [absolute(p) for p in cfg.data.stores]  # play and eval find them anywhere
         resume_from = prepare_run(cfg, args.resume)
         train_ds, val_ds = build_data(cfg)
         if resume_from is not None:
@@ -101,7 +102,7 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
                       "and noise from here)", file=sys.stderr)
     if t.compile:
         denoiser.compile_network()
-    loss_module, optimizer = accelerator.prepare(LossModule(denoiser), optimizer)
+    loss_module, optimizer = accelerator.prepare(LossModule(denoiser, cfg.sampler), optimizer)
     logger = Logger(cfg, run_dir, main_proc)
     per_epoch = len(train_ds) // (t.batch_size * world)  # batches of each process
     if per_epoch == 0:

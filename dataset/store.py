@@ -10,6 +10,9 @@ array can read back as zeros and arrays can differ in length. The writer therefo
 `committed` in the group attributes, rewritten only after every array of an append is written,
 and the reader never reads past it. Each file write in zarr's LocalStore is a temp file plus
 rename, so a chunk or a metadata file is either the old one or the new one.
+
+Reading also works from any URL that fsspec understands (`s3://bucket/x.zarr`, `file:///...`,
+`memory://...`): `Store.path` is then the URL string; writing stays local.
 """
 
 from __future__ import annotations
@@ -239,6 +242,90 @@ class StoreWriter:
         return c
 
 
+def is_url(path: str | Path) -> bool:
+    """Whether a store path is a URL (`scheme://...`) rather than a local path."""
+    return isinstance(path, str) and "://" in path
+
+
+def store_exists(path: str | Path) -> bool:
+    """Whether something is at a store path or URL (a quick look: nothing is validated)."""
+    try:
+        return _Files(path).exists()
+    except StoreError:
+        return False
+
+
+def absolute(path: str | Path) -> str:
+    """A store path as a config keeps it: a local path made absolute, a URL as it is."""
+    return path.rstrip("/") if is_url(path) else str(Path(path).resolve())
+
+
+def store_path(path: str | Path) -> str | Path:
+    """A store's path as Store keeps it: the URL string as given, or a local Path."""
+    return path.rstrip("/") if is_url(path) else Path(path)
+
+
+class _Files:
+    """The files of a store being read, local (pathlib, one stat a check) or behind a URL
+    (fsspec); keys are relative paths such as "frames/zarr.json"."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = store_path(path)
+        self.fs, self._seen = None, set()
+        if is_url(self.path):
+            import fsspec
+
+            try:
+                self.fs, self.root = fsspec.core.url_to_fs(self.path)
+            except (ValueError, ImportError) as e:
+                raise StoreError(f"{self.path}: cannot be opened ({e})") from None
+
+    def name(self, key: str = "") -> str | Path:
+        """What messages call a file of the store."""
+        if not key:
+            return self.path
+        return f"{self.path}/{key}" if self.fs is not None else self.path / key
+
+    def exists(self) -> bool:
+        return self.fs.exists(self.root) if self.fs is not None else self.path.exists()
+
+    def is_dir(self) -> bool:
+        return self.fs.isdir(self.root) if self.fs is not None else self.path.is_dir()
+
+    def is_file(self, key: str) -> bool:
+        if self.fs is None:
+            return (self.path / key).is_file()
+        if key not in self._seen:  # one request per file, not one per read (files only come)
+            if not self.fs.isfile(f"{self.root}/{key}"):
+                return False
+            self._seen.add(key)
+        return True
+
+    def read_text(self, key: str) -> str:
+        if self.fs is not None:
+            return self.fs.cat_file(f"{self.root}/{key}").decode()
+        return (self.path / key).read_text()
+
+    def nbytes(self) -> int:
+        if self.fs is not None:
+            return int(self.fs.du(self.root))
+        return sum(f.stat().st_size for f in self.path.rglob("*") if f.is_file())
+
+    def group(self) -> zarr.Group:
+        if self.fs is None:
+            return zarr.open_group(str(self.path), mode="r")
+        from zarr.storage import FsspecStore
+
+        return zarr.open_group(FsspecStore(self.fs if self.fs.async_impl else _async(self.fs), read_only=True,
+                                           path=self.root), mode="r")
+
+
+def _async(fs):
+    from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
+
+    return AsyncFileSystemWrapper(fs, asynchronous=True)
+
+
 def _check_target(path: Path, overwrite: bool) -> bool:
     """May a store be written at `path`? True when it replaces an existing one (nothing is
     removed here: the old store stays until the new one is complete)."""
@@ -288,10 +375,11 @@ class Store:
     """A validated, read-only view of a store that never reads past the committed length."""
 
     def __init__(self, path: str | Path, expect_spec: ControlSpec | None = None) -> None:
-        self.path = Path(path)
-        self.root = _open_group(self.path)
+        self.files = _Files(path)
+        self.path = self.files.path
+        self.root = _open_group(self.files)
         self.attrs = dict(self.root.attrs)
-        meta = self.path / "zarr.json"
+        meta = self.files.name("zarr.json")
         fmt = self.attrs.get("format")
         if fmt != FORMAT_NAME:
             raise StoreError(f"{meta}: not a dreamcade recording (attribute 'format' is {fmt!r}, "
@@ -388,7 +476,7 @@ class Store:
                 if (d := self._missing(arr, c)) is not None]
 
     def nbytes_on_disk(self) -> int:
-        return sum(f.stat().st_size for f in self.path.rglob("*") if f.is_file())
+        return self.files.nbytes()
 
     # -- data ----------------------------------------------------------------------------------
 
@@ -464,15 +552,18 @@ class Store:
 
     def _missing(self, arr: zarr.Array, chunk: int) -> Damage | None:
         """The Damage of chunk `chunk` of `arr` when its file is not there (one stat, no read)."""
-        key = self._chunk_file(arr, chunk)
-        if key.is_file():
+        key = self._chunk_key(arr, chunk)
+        if self.files.is_file(key):
             return None
         step, n = arr.chunks[0], self._committed_length(arr.path)
         a, b = chunk * step, min(n, (chunk + 1) * step)
-        return Damage(arr.path, a, b, f"{key}: chunk file is missing (rows {a}-{b - 1})")
+        return Damage(arr.path, a, b, f"{self.files.name(key)}: chunk file is missing (rows {a}-{b - 1})")
 
-    def _chunk_file(self, arr: zarr.Array, chunk: int) -> Path:
-        return self.path / arr.path / arr.metadata.encode_chunk_key((chunk,) + (0,) * (arr.ndim - 1))
+    def _chunk_key(self, arr: zarr.Array, chunk: int) -> str:
+        return f"{arr.path}/{arr.metadata.encode_chunk_key((chunk,) + (0,) * (arr.ndim - 1))}"
+
+    def _chunk_file(self, arr: zarr.Array, chunk: int) -> str | Path:
+        return self.files.name(self._chunk_key(arr, chunk))
 
     def _read(self, arr: zarr.Array, sl: slice) -> np.ndarray:
         """Rows `sl` of `arr`; a chunk file missing inside them (which zarr would read as zeros)
@@ -486,14 +577,14 @@ class Store:
             return np.asarray(arr[sl])
         except Exception as e:
             bad = [line for line in self.verify() if f"/{arr.path}/" in line.replace(os.sep, "/")]
-            self._damaged(bad[0] if bad else f"{self.path / arr.path}: {type(e).__name__}: {e}")
+            self._damaged(bad[0] if bad else f"{self.files.name(arr.path)}: {type(e).__name__}: {e}")
 
     def _damaged(self, where: str):
         raise StoreError(f"{where}. The store is damaged: `python -m dataset info --verify {self.path}` "
                          f"lists every damaged chunk; {SKIP_HINT}") from None
 
     def _array(self, name: str, dtype, ndim: int) -> zarr.Array:
-        meta = self.path / name / "zarr.json"
+        meta = self.files.name(f"{name}/zarr.json")
         if name not in self.root:
             raise StoreError(f"{meta}: array {name!r} is missing; the store is broken")
         try:
@@ -505,7 +596,7 @@ class Store:
         return arr
 
     def _check_lengths(self) -> None:
-        meta = self.path / "zarr.json"
+        meta = self.files.name("zarr.json")
         n = self.n_frames
         for arr in (self.frames, self.actions, self.time_array):
             if not 0 <= n <= arr.shape[0]:
@@ -519,24 +610,26 @@ class Store:
             raise StoreError(f"{meta}: committed episode count {k} is out of range; the store is broken")
 
 
-def _open_group(path: Path) -> zarr.Group:
-    if not path.exists():
+def _open_group(files: _Files) -> zarr.Group:
+    path = files.path
+    if not files.exists():
         raise StoreError(f"{path}: no such store. Record one with `python -m record env ...` or "
                          "`python -m record screen ...`")
-    if not path.is_dir():
+    if not files.is_dir():
         raise StoreError(f"{path}: is a file, not a store (a store is a folder ending in .zarr)")
-    meta = path / "zarr.json"
-    if not meta.is_file():
+    meta = files.name("zarr.json")
+    if not files.is_file("zarr.json"):
         raise StoreError(f"{path}: not a store (no zarr.json inside); point at a folder written "
                          "by `python -m record` or `python -m dataset build`")
     try:
-        json.loads(meta.read_text())
-        root = zarr.open_group(str(path), mode="r")
+        json.loads(files.read_text("zarr.json"))
+        root = files.group()
     except Exception as e:
         raise StoreError(f"{meta}: cannot be read as a zarr v3 group ({type(e).__name__}: {e})") from None
     return root
 
 
 def open_store(path: str | Path, expect_spec: ControlSpec | None = None) -> Store:
-    """Open and validate a store; raises StoreError with a message that names the file."""
+    """Open and validate a store, a local folder or a URL fsspec reads; raises StoreError with
+    a message that names the file."""
     return Store(path, expect_spec)

@@ -22,6 +22,7 @@ import torch
 
 from dataset import StoreError, open_store
 from dataset.controls import SpecError
+from dataset.store import store_exists
 from eval import EvalError
 from eval.settings import DriftSettings, add_options, floats, ints
 from model import sampler as sampling
@@ -137,7 +138,7 @@ def load(path: str, device: torch.device) -> tuple[Denoiser, Config, dict]:
 
 def missing_training_stores(stores: list[str], args: argparse.Namespace) -> None:
     """Without --data, the checkpoint's training stores must still be where training read them."""
-    gone = [p for p in stores if not Path(p).exists()]
+    gone = [p for p in stores if not store_exists(p)]
     if gone and not args.data:
         raise EvalError(f"{gone[0]}: the checkpoint's training store is not there (moved, or trained on another "
                         "machine); pass the recordings with --data STORE...")

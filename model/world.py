@@ -26,7 +26,7 @@ from diffusers import ConfigMixin, ModelMixin
 from diffusers.configuration_utils import register_to_config
 
 from dataset.controls import ControlSpec, SpecError
-from dataset.store import Store, StoreError, StoreWriter, open_store, software_version
+from dataset.store import Store, StoreError, StoreWriter, open_store, software_version, store_exists
 from model.checkpoint import CheckpointError, check_complete, load_model
 from model.config import Config, ConfigError
 from model.config_file import from_dict, to_dict
@@ -182,7 +182,7 @@ def export_world(run: str | Path, out: str | Path, data: list[str] | None = None
         raise CheckpointError(f"{run}: is a world folder already; copy it, or export the run it came from")
     denoiser, cfg, meta = load_model(run)
     paths = data or cfg.data.stores
-    missing = [p for p in paths if not Path(p).exists()]
+    missing = [p for p in paths if not store_exists(p)]
     if not paths or missing:
         raise StoreError(f"the run's training data ({', '.join(missing or ['none recorded'])}) is not here to "
                          "take start contexts from; pass --data STORE (recordings of the game, its control spec)")

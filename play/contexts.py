@@ -8,13 +8,14 @@ from pathlib import Path
 import numpy as np
 
 from dataset import StoreError, open_store
+from dataset.store import store_exists
 from dataset.controls import ControlSpec
 
 
 class Contexts:
     """Real context windows (L frames and the L-1 actions between them) from store episodes."""
 
-    def __init__(self, episodes: list[tuple[Path, int, int]], context: int, seed: int | None) -> None:
+    def __init__(self, episodes: list[tuple[str | Path, int, int]], context: int, seed: int | None) -> None:
         self.episodes, self.L = episodes, context
         self.stores = {p: open_store(p) for p in dict.fromkeys(p for p, _, _ in episodes)}
         self.rng = np.random.default_rng(seed)
@@ -33,7 +34,7 @@ class Contexts:
             if not eps:
                 raise StoreError(f"{data}: the store holds no frames to start from")
             return cls(eps, context, seed)
-        missing = [p for p in train_stores if not Path(p).exists()]
+        missing = [p for p in train_stores if not store_exists(p)]
         if not train_stores or missing:
             raise StoreError(f"the checkpoint's training data ({', '.join(missing or ['none recorded'])}) is not "
                              "here to take the first frames from; pass --data STORE (a store with its control spec)")
@@ -42,7 +43,7 @@ class Contexts:
             ds = WindowDataset(train_stores, split="val", **kw)
         except NoEpisodesError:  # one episode: nothing was held out, start from it
             ds = WindowDataset(train_stores, split="all", **kw)
-        return cls([(Path(p), a, b) for p, a, b in ds.episodes], context, seed)
+        return cls(list(ds.episodes), context, seed)
 
     def pick(self, episode: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
         """A window at a random place of `episode` (random when None): frames uint8 [L, H, W, 3],
