@@ -93,8 +93,14 @@ class DiffusionConfig:
     """Context noise augmentation, 0 or more, in [-1, 1] pixel units: past frames get Gaussian
     noise of a level drawn in [0, context_noise_max] per sample, and the network is told the
     level. 0 turns it off."""
+    motion_weight: float = 0.0
+    """Extra loss weight, 0 or more, on the pixels that change from the last past frame to the
+    next by more than 4 of 255 levels: such a pixel counts 1 + motion_weight times. On games
+    where a small object moves by itself over a still screen (Breakout's ball) the moving pixels
+    are a fraction of a percent of the loss; 0 turns it off."""
 
     def check(self) -> None:
+        require(self.motion_weight >= 0, "diffusion.motion_weight must be 0 or more")
         require(self.sigma_data > 0 and self.p_std > 0, "diffusion.sigma_data and diffusion.p_std must be positive")
         require(0 < self.sigma_min < self.sigma_max, "diffusion needs 0 < sigma_min < sigma_max")
         require(self.offset_noise >= 0, "diffusion.offset_noise must be 0 or more")
@@ -197,6 +203,12 @@ class TrainConfig:
     """Steps between checkpoints, 0 or more (0 = only at the end)."""
     keep_checkpoints: int = 3
     """Newest checkpoints kept, at least 1."""
+    rollout_steps: int = 1
+    """Steps of each training window, at least 1. 1: every window is one step (the real past
+    frames predict the next). k > 1 is rollout training: windows of context + k frames, where
+    the model's own frame, sampled without gradient as sampler.* says, replaces the real one
+    in the context of the next step, and the loss counts all k steps; each step costs about
+    k times as much plus the sampling."""
     log_windows: bool = False
     """Each process writes the window indices of every batch it trains on to
     <run>/windows/rank<R>.jsonl (to check what each process saw)."""
@@ -212,6 +224,7 @@ class TrainConfig:
         require(self.rollout_frames >= 1, "train.rollout_frames must be at least 1")
         require(self.save_every >= 0, "train.save_every must be 0 (only at the end) or a number of steps")
         require(self.threads >= 0, "train.threads must be 0 (torch's default) or more")
+        require(self.rollout_steps >= 1, "train.rollout_steps must be at least 1 (1: no rollout training)")
 
 
 @dataclass
