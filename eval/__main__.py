@@ -97,6 +97,9 @@ def parse_args(argv=None, prog: str = "python -m eval") -> argparse.Namespace:
     d.add_argument("--context-noise", type=float,
                    help="noise level given to past frames when generating (default: the checkpoint's "
                         "sampler.context_noise; at most its diffusion.context_noise_max)")
+    d.add_argument("--hold-levels", type=float,
+                   help="a generated pixel within this many 8-bit levels of the frame before keeps its value "
+                        "(default: the checkpoint's sampler.hold_levels; 0: off)")
     d.add_argument("--videos", type=int, default=8, help="MP4 videos written, one per episode (default: 8)")
     _common(d)
     s = sub.add_parser("sweep", help=SUBCOMMAND_HELP["sweep"], description=SUBCOMMAND_HELP["sweep"] + ". "
@@ -191,7 +194,8 @@ def drift_inputs(args: argparse.Namespace, settings: DriftSettings, device: torc
                           skip_damaged=args.skip_damaged)
     inputs = DriftInputs(data, model, cfg, meta)
     if run_model:
-        inputs.sampler = sampling.settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise)
+        inputs.sampler = sampling.settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise,
+                                           hold_levels=args.hold_levels)
         inputs.cases = rollout_cases(data, context, settings.horizon, settings.episodes)
     if args.session:
         check_sessions(args.session, data.frame_shape)

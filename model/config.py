@@ -206,9 +206,9 @@ class TrainConfig:
     rollout_steps: int = 1
     """Steps of each training window, at least 1. 1: every window is one step (the real past
     frames predict the next). k > 1 is rollout training: windows of context + k frames, where
-    the model's own frame, sampled without gradient as sampler.* says, replaces the real one
-    in the context of the next step, and the loss counts all k steps; each step costs about
-    k times as much plus the sampling."""
+    the model's own frame, sampled without gradient in one step (with sampler.context_noise and
+    sampler.hold_levels), replaces the real one in the context of the next step, and the loss
+    counts all k steps; a training step costs about k times as much, plus the sampling."""
     log_windows: bool = False
     """Each process writes the window indices of every batch it trains on to
     <run>/windows/rank<R>.jsonl (to check what each process saw)."""

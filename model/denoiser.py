@@ -4,6 +4,7 @@ training loss with context noise augmentation. Sampling it into frames: model/sa
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 
 import torch
 from torch import nn
@@ -63,15 +64,16 @@ class Denoiser(nn.Module):
         """EDM loss on the frames after the first L of each window, given the L frames and
         actions before each, with context noise augmentation. A window of L+1 frames is one step.
         A longer one, L+k, is rollout training: the model's own next frame (sampled without
-        gradient as `sampler` says, as play would) replaces the real one in the context of the
-        steps after it, and the loss is the mean over the k steps (over the real targets:
-        padding before an episode's start is not one)."""
+        gradient in one step, with `sampler`'s context noise and hold) replaces the real one in
+        the context of the steps after it, and the loss is the mean over the k steps (over the
+        real targets: padding before an episode's start is not one)."""
         frames = batch.frames_float()  # [B, L+k, 3, H, W]
         L, k = self.context, frames.shape[1] - self.context
         if k == 1:
             return self.step_loss(frames[:, :L], frames[:, L], batch.actions[:, :L], batch.mask[:, :L], generator)
         if sampler is None:
             raise ValueError("rollout training (windows longer than context + 1) needs the sampler settings")
+        one_step = replace(sampler, steps=1)
         past, total, count = frames[:, :L], frames.new_zeros(()), frames.new_zeros(())
         for i in range(k):
             acts, mask = batch.actions[:, i:i + L], batch.mask[:, i:i + L]
@@ -79,7 +81,7 @@ class Denoiser(nn.Module):
             per = self.step_loss(past, frames[:, i + L], acts, mask, generator, reduce=False)
             total, count = total + (per * real).sum(), count + real.sum()
             if i + 1 < k:
-                made = next_frame(self, past, acts, mask, sampler, generator)
+                made = next_frame(self, past, acts, mask, one_step, generator)
                 # a padded target is the episode's first frame repeated: keep it real
                 made = torch.where(real[:, None, None, None] > 0, made, frames[:, i + L])
                 past = torch.cat([past[:, 1:], made[:, None]], dim=1)

@@ -44,9 +44,14 @@ def context_noise_used(level: float, maximum: float) -> float:
     return min(max(float(level), 0.0), maximum)
 
 
-def settings(base: SamplerConfig, steps: int | None = None, context_noise: float | None = None) -> SamplerConfig:
+def settings(base: SamplerConfig, steps: int | None = None, context_noise: float | None = None,
+             hold_levels: float | None = None) -> SamplerConfig:
     """A copy of `base` with the given options (None keeps the base's), checked."""
     out = replace(base)
+    if hold_levels is not None:
+        if hold_levels < 0:
+            raise SamplerError(f"--hold-levels {hold_levels}: must be 0 (off) or more")
+        out.hold_levels = float(hold_levels)
     if steps is not None:
         out.steps = check_steps(steps, "--steps")
     if context_noise is not None:

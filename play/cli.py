@@ -52,6 +52,9 @@ def parse_args(argv=None, prog: str | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=None,
                    help=f"sampler steps per frame, {STEPS[0]}-{STEPS[1]} (default: the checkpoint's)")
     p.add_argument("--context-noise", type=float, default=None, help="context noise level (default: the checkpoint's)")
+    p.add_argument("--hold-levels", type=float, default=None,
+                   help="a generated pixel within this many levels of the frame before keeps its value "
+                        "(default: the checkpoint's sampler.hold_levels; 0: off)")
     p.add_argument("--scale", type=int, default=8, help="window pixels per frame pixel (default: 8)")
     p.add_argument("--smooth", action="store_true", help="smooth scaling (default: nearest neighbour)")
     p.add_argument("--fps", type=float, default=None, help="frame-rate cap, 0 for none (default: the "
@@ -77,7 +80,7 @@ def parse_args(argv=None, prog: str | None = None) -> argparse.Namespace:
     if args.scale < 1 or (args.fps is not None and args.fps < 0):
         p.error("--scale must be at least 1 and --fps at least 0")
     try:  # before the model loads; settings() applies them to the checkpoint's sampler
-        settings(SamplerConfig(), args.steps, args.context_noise)
+        settings(SamplerConfig(), args.steps, args.context_noise, args.hold_levels)
     except SamplerError as e:
         p.error(str(e))
     return args
@@ -97,7 +100,7 @@ def build(args: argparse.Namespace) -> Player:
         torch.set_num_threads(args.threads)
     model, cfg, meta, device = load_for_inference(args.checkpoint, args.device, args.precision,
                                                   not args.no_channels_last, args.compile)
-    sampler = settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise)
+    sampler = settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise, hold_levels=args.hold_levels)
     spec = model.spec
     keymap = parse_keymap(args.keys, spec.names) if args.keys and spec.exclusive else None
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")

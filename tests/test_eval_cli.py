@@ -63,7 +63,8 @@ def eval_cli(*args, check=True):
 def test_drift_writes_the_whole_report(breakout, tmp_path):
     store, run = breakout
     out = tmp_path / "report"
-    proc = eval_cli("drift", "--checkpoint", str(run), "--data", str(store), "--out", str(out), *SMALL)
+    proc = eval_cli("drift", "--checkpoint", str(run), "--data", str(store), "--out", str(out), *SMALL,
+                    "--hold-levels", "5")
     assert "one step (64 held-out windows)" in proc.stdout and "report:" in proc.stdout
     assert "no held-out episode" in proc.stderr, "a single episode: the fallback is said"
     assert sorted(p.name for p in out.iterdir()) == ["health.png", "index.html", "metrics.json", "one_step.png",
@@ -83,7 +84,7 @@ def test_drift_writes_the_whole_report(breakout, tmp_path):
     assert {"sharpness", "colour_distance", "nearest"} <= set(r["health"])
     a = r["action_following"]
     assert 0 <= a["accuracy"] <= 1 and 0 < a["chance"] <= 1 and a["ceiling"] is not None
-    assert m["sampler"]["steps"] == 2 and "sessions" not in m
+    assert m["sampler"]["steps"] == 2 and m["sampler"]["hold_levels"] == 5 and "sessions" not in m
     for png in ("health.png", "quality.png", "one_step.png", "steps.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     steps = iio.imread(out / "steps.png")  # steps 1, 10, 20: recorded over generated, 32x32 frames x 2
@@ -134,6 +135,7 @@ def test_user_mistakes_get_one_line_and_exit_2(breakout, tmp_path):
         (["--checkpoint", str(run), "--data", str(tmp_path / "none.zarr")], "none.zarr: no such store"),
         (["--session", str(block)], "--session needs reference data"),
         (["--checkpoint", str(run), "--steps", "11"], "--steps 11"),
+        (["--checkpoint", str(run), "--hold-levels", "-1"], "--hold-levels -1"),
         (["--checkpoint", str(run), "--horizon", "0"], "--horizon must be at least 1"),
         (["--checkpoint", str(run), "--session", str(block)], "session frames are 16x16"),
     ]
@@ -155,7 +157,7 @@ def test_help_explains_every_option():
     assert "drift" in top and "sweep" in top
     drift = eval_cli("drift", "--help").stdout
     for opt in ("--checkpoint", "--data", "--session", "--horizon", "--episodes", "--steps", "--context-noise",
-                "--psnr-thresholds", "--chunks", "--idm-steps", "--out", "sessions:"):
+                "--hold-levels", "--psnr-thresholds", "--chunks", "--idm-steps", "--out", "sessions:"):
         assert opt in drift, opt
     sweep = eval_cli("sweep", "--help").stdout
     for opt in ("--checkpoint", "--context-noise", "--steps", "--horizon", "--out"):

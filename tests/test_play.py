@@ -351,7 +351,7 @@ def test_the_window_under_x11_shows_the_generated_frame_and_takes_xdotool_keys(x
 
 def test_help_explains_options_and_keys():
     proc = run_cli("play.py", "--help")
-    for word in ("--checkpoint", "--data", "--episode", "--device", "--steps", "--scale", "--fps", "--smooth",
+    for word in ("--checkpoint", "--data", "--episode", "--device", "--steps", "--hold-levels", "--scale", "--fps", "--smooth",
                  "--keys", "--real", "--save", "--save-dir", "--frames", "--compile", "--precision",
                  "reset", "pause", "sampler steps", "context noise", "HUD", "screenshot", "saving the session",
                  "quit", "health", "gamepad", "mouse"):
