@@ -102,7 +102,7 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
                       "and noise from here)", file=sys.stderr)
     if t.compile:
         denoiser.compile_network()
-    loss_module, optimizer = accelerator.prepare(LossModule(denoiser, cfg.sampler), optimizer)
+    loss_module, optimizer = accelerator.prepare(LossModule(denoiser), optimizer)
     logger = Logger(cfg, run_dir, main_proc)
     per_epoch = len(train_ds) // (t.batch_size * world)  # batches of each process
     if per_epoch == 0:

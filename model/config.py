@@ -203,12 +203,6 @@ class TrainConfig:
     """Steps between checkpoints, 0 or more (0 = only at the end)."""
     keep_checkpoints: int = 3
     """Newest checkpoints kept, at least 1."""
-    rollout_steps: int = 1
-    """Steps of each training window, at least 1. 1: every window is one step (the real past
-    frames predict the next). k > 1 is rollout training: windows of context + k frames, where
-    the model's own frame, sampled without gradient in one step (with sampler.context_noise and
-    sampler.hold_levels), replaces the real one in the context of the next step, and the loss
-    counts all k steps; a training step costs about k times as much, plus the sampling."""
     log_windows: bool = False
     """Each process writes the window indices of every batch it trains on to
     <run>/windows/rank<R>.jsonl (to check what each process saw)."""
@@ -224,7 +218,6 @@ class TrainConfig:
         require(self.rollout_frames >= 1, "train.rollout_frames must be at least 1")
         require(self.save_every >= 0, "train.save_every must be 0 (only at the end) or a number of steps")
         require(self.threads >= 0, "train.threads must be 0 (torch's default) or more")
-        require(self.rollout_steps >= 1, "train.rollout_steps must be at least 1 (1: no rollout training)")
 
 
 @dataclass

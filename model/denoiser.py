@@ -4,7 +4,6 @@ training loss with context noise augmentation. Sampling it into frames: model/sa
 from __future__ import annotations
 
 import contextlib
-from dataclasses import replace
 
 import torch
 from torch import nn
@@ -13,8 +12,7 @@ from dataset.batch import Batch
 from dataset.controls import ControlSpec
 from model import edm
 from model.conditioning import Conditioner
-from model.config import DiffusionConfig, NetworkConfig, SamplerConfig
-from model.sampler import next_frame
+from model.config import DiffusionConfig, NetworkConfig
 from model.unet import UNet
 
 
@@ -59,56 +57,28 @@ class Denoiser(nn.Module):
         sd = self.cfg.sigma_data
         return edm.c_skip(s, sd) * x + edm.c_out(s, sd) * self.inner(x, sigma, context, ctx_sigma, actions, mask)
 
-    def loss(self, batch: Batch, generator: torch.Generator | None = None,
-             sampler: SamplerConfig | None = None) -> torch.Tensor:
-        """EDM loss on the frames after the first L of each window, given the L frames and
-        actions before each, with context noise augmentation. A window of L+1 frames is one step.
-        A longer one, L+k, is rollout training: the model's own next frame (sampled without
-        gradient in one step, with `sampler`'s context noise and hold) replaces the real one in
-        the context of the steps after it, and the loss is the mean over the k steps (over the
-        real targets: padding before an episode's start is not one)."""
-        frames = batch.frames_float()  # [B, L+k, 3, H, W]
-        L, k = self.context, frames.shape[1] - self.context
-        if k == 1:
-            return self.step_loss(frames[:, :L], frames[:, L], batch.actions[:, :L], batch.mask[:, :L], generator)
-        if sampler is None:
-            raise ValueError("rollout training (windows longer than context + 1) needs the sampler settings")
-        one_step = replace(sampler, steps=1)
-        past, total, count = frames[:, :L], frames.new_zeros(()), frames.new_zeros(())
-        for i in range(k):
-            acts, mask = batch.actions[:, i:i + L], batch.mask[:, i:i + L]
-            real = batch.mask[:, i + L].float()  # 0 where the target is padding
-            per = self.step_loss(past, frames[:, i + L], acts, mask, generator, reduce=False)
-            total, count = total + (per * real).sum(), count + real.sum()
-            if i + 1 < k:
-                made = next_frame(self, past, acts, mask, one_step, generator)
-                # a padded target is the episode's first frame repeated: keep it real
-                made = torch.where(real[:, None, None, None] > 0, made, frames[:, i + L])
-                past = torch.cat([past[:, 1:], made[:, None]], dim=1)
-        return total / count.clamp(min=1)
-
-    def step_loss(self, past: torch.Tensor, target_frame: torch.Tensor, actions: torch.Tensor,
-                  mask: torch.Tensor, generator: torch.Generator | None = None,
-                  reduce: bool = True) -> torch.Tensor:
-        """The loss of predicting `target_frame` [B, 3, H, W] from `past` [B, L, 3, H, W] (both in
-        [-1, 1]); the mean, or one per window with reduce=False. Computed on F's output:
-        lambda(sigma) ||D - y||^2 equals ||F - (y - c_skip x) / c_out||^2 exactly."""
-        b = past.shape[0]
-        cfg, dev = self.cfg, past.device
+    def loss(self, batch: Batch, generator: torch.Generator | None = None) -> torch.Tensor:
+        """EDM loss on the last frame of each window, given the L frames and actions before it,
+        with context noise augmentation (and diffusion.motion_weight on the pixels that change).
+        Computed on F's output: lambda(sigma) ||D - y||^2 equals ||F - (y - c_skip x) / c_out||^2
+        exactly."""
+        frames = batch.frames_float()  # [B, L+1, 3, H, W]
+        b, L = frames.shape[0], self.context
+        cfg, dev = self.cfg, frames.device
         sigma = edm.sample_sigmas(b, cfg.p_mean, cfg.p_std, cfg.sigma_min, cfg.sigma_max, dev, generator)
-        noise = torch.randn(target_frame.shape, device=dev, generator=generator)
+        noise = torch.randn(frames[:, L].shape, device=dev, generator=generator)
         if cfg.offset_noise > 0:
             noise = noise + cfg.offset_noise * torch.randn((b, 3, 1, 1), device=dev, generator=generator)
-        context, ctx_sigma = self.noisy_context(past, generator)
-        target = target_frame - self.base(context)  # against the context as the network sees it
+        context, ctx_sigma = self.noisy_context(frames[:, :L], generator)
+        target = frames[:, L] - self.base(context)  # against the context as the network sees it
         s = sigma[:, None, None, None]
         x = target + s * noise
-        out = self.inner(x, sigma, context, ctx_sigma, actions, mask)
+        out = self.inner(x, sigma, context, ctx_sigma, batch.actions[:, :L], batch.mask[:, :L])
         target_f = (target - edm.c_skip(s, cfg.sigma_data) * x) / edm.c_out(s, cfg.sigma_data)
         err = (out - target_f) ** 2
         if cfg.motion_weight > 0:
-            err = err * self.motion_weights(past[:, -1], target_frame)
-        return err.mean() if reduce else err.mean(dim=(1, 2, 3))
+            err = err * self.motion_weights(frames[:, L - 1], frames[:, L])
+        return err.mean()
 
     def motion_weights(self, last: torch.Tensor, nxt: torch.Tensor) -> torch.Tensor:
         """Per-pixel loss weights [B, 1, H, W]: 1 + diffusion.motion_weight where any channel

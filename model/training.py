@@ -15,7 +15,7 @@ from dataset.batch import Batch
 from dataset.controls import ControlSpec
 from dataset.windows import AllDamagedError, NoEpisodesError
 from model.checkpoint import export_model, latest_checkpoint, save_training_state
-from model.config import Config, ConfigError, SamplerConfig
+from model.config import Config, ConfigError
 from model.config_file import to_dict
 from model.denoiser import Denoiser
 
@@ -23,12 +23,12 @@ from model.denoiser import Denoiser
 class LossModule(torch.nn.Module):
     """forward(batch) -> loss, so DDP sees a forward call (it syncs gradients through it)."""
 
-    def __init__(self, denoiser: Denoiser, sampler: SamplerConfig | None = None) -> None:
+    def __init__(self, denoiser: Denoiser) -> None:
         super().__init__()
-        self.denoiser, self.sampler = denoiser, sampler
+        self.denoiser = denoiser
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        return self.denoiser.loss(batch, sampler=self.sampler)
+        return self.denoiser.loss(batch)
 
 
 def build_data(cfg: Config) -> tuple[WindowDataset, WindowDataset | None]:
@@ -39,8 +39,7 @@ def build_data(cfg: Config) -> tuple[WindowDataset, WindowDataset | None]:
         raise ConfigError("no training data: pass --data STORE... or set data.stores in the config")
     stores = [open_store(p) for p in d.stores]  # opened once: damage is looked for once per store
     kw = dict(context=d.context, val_fraction=d.val_fraction, mode=d.mode, skip_damaged=d.skip_damaged)
-    # rollout training: windows of L + k frames (the validation loss stays one step ahead)
-    train = WindowDataset(stores, split="train", **{**kw, "context": d.context + cfg.train.rollout_steps - 1})
+    train = WindowDataset(stores, split="train", **kw)
     notes = list(train.skipped)
     try:
         val = WindowDataset(stores, split="val", **kw)

@@ -164,40 +164,6 @@ def test_the_f_space_loss_is_the_edm_loss_for_an_imperfect_network():
     assert loss.item() == pytest.approx(edm.edm_loss(denoised, target, s, 0.5).item(), rel=1e-5)
 
 
-def test_rollout_training_feeds_the_model_its_own_frame_and_counts_every_real_step():
-    """A window of L+k frames: step i+1's context holds the frame the model sampled for step i
-    (not the real one), the loss is the mean over the k steps, and a step whose target is
-    padding (before the episode start) is left out of it."""
-    model = randomize(make_model(), std=0.02)
-    batch = random_batch(b=3, L=4)  # context 2, so k = 3 steps
-    batch.mask[1, :3] = False  # window 1: its first two targets would be padding
-    seen = []
-    inner = model.inner
-
-    def recording_inner(x, sigma, context, ctx_sigma, actions, mask):
-        seen.append((context, torch.is_grad_enabled()))
-        return inner(x, sigma, context, ctx_sigma, actions, mask)
-
-    model.inner = recording_inner
-    sampler = a_cfg().sampler
-    sampler.context_noise, sampler.steps = 0.0, 1
-    model.cfg.context_noise_max = 0.0  # contexts as given, to compare them
-    loss = model.loss(batch, generator=torch.Generator().manual_seed(0), sampler=sampler)
-    loss.backward()
-    frames = batch.frames_float()
-    graded = [c for c, grad in seen if grad]
-    assert len(graded) == 3, "one loss forward per step"
-    assert torch.equal(graded[0], frames[:, 0:2])
-    made = graded[1][:, -1]
-    assert torch.equal(graded[1][:, 0], frames[:, 1]), "the real frame before the rollout stays"
-    assert not torch.equal(made[0], frames[0, 2]), "the model's own frame replaces the real one"
-    assert torch.equal(made[1], frames[1, 2]), "a padded step keeps the (repeated) real frame"
-    assert torch.equal(graded[2][:, -2], made) and len(seen) == 5, "sampled twice, without gradient"
-    assert torch.isfinite(loss) and loss.item() > 0
-    with pytest.raises(ValueError, match="sampler"):
-        model.loss(batch)
-
-
 def test_motion_weight_counts_the_pixels_that_change_more():
     model = make_model()
     last = torch.zeros(2, 3, 4, 4)
