@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from bench.common import report
+from record.status import folder_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,10 +58,6 @@ def loader_child(path: str, mode: str, seconds: float, batch: int) -> None:
                       "rss_MiB": rss_mib()}))
 
 
-def folder_mib(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--frames", type=int, nargs="+", default=[20000, 400000], help="recording lengths")
@@ -82,10 +79,10 @@ def main() -> None:
                 row["record_s"], row["record_MiB"] = run(
                     ["-m", "record", "env", "--env", "ALE/Breakout-v5", "--policy", "sticky", "--steps", str(n),
                      "--size", "256x144", "--quiet", "--out", str(raw)])
-            row["raw_store_MiB"] = folder_mib(raw)
+            row["raw_store_MiB"] = folder_bytes(raw) / 2**20
             row["build_s"], row["build_MiB"] = run(["-m", "dataset", "build", str(raw), "--size", "64x64",
                                                     "--out", str(built), "--overwrite"])
-            row["built_store_MiB"] = folder_mib(built)
+            row["built_store_MiB"] = folder_bytes(built) / 2**20
             for mode in ("ram", "stream"):
                 out = subprocess.run([sys.executable, "-m", "bench.scale", "--loader-child", str(built), mode,
                                       "--seconds", str(args.seconds), "--batch", str(args.batch)], cwd=ROOT,

@@ -257,7 +257,8 @@ def store_exists(path: str | Path) -> bool:
 
 def absolute(path: str | Path) -> str:
     """A store path as a config keeps it: a local path made absolute, a URL as it is."""
-    return path.rstrip("/") if is_url(path) else str(Path(path).resolve())
+    p = store_path(path)
+    return p if isinstance(p, str) else str(p.resolve())
 
 
 def store_path(path: str | Path) -> str | Path:

@@ -50,7 +50,7 @@ def settings(base: SamplerConfig, steps: int | None = None, context_noise: float
     out = replace(base)
     if hold_levels is not None:
         if hold_levels < 0:
-            raise SamplerError(f"--hold-levels {hold_levels}: must be 0 (off) or more")
+            raise SamplerError(f"--hold-levels {hold_levels:g}: must be 0 (off) or more")
         out.hold_levels = float(hold_levels)
     if steps is not None:
         out.steps = check_steps(steps, "--steps")

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from dataset import StoreError, open_store
-from dataset.store import store_exists
 from dataset.controls import ControlSpec
+from dataset.store import store_exists
 
 
 class Contexts:

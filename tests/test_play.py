@@ -379,6 +379,9 @@ def test_missing_checkpoint_and_bad_data_are_clear_errors(block_run, device_run,
     with pytest.raises(SystemExit) as stop:  # refused with the other options, before the model loads
         cli.main(["--checkpoint", run, "--steps", "11"])
     assert stop.value.code == 2 and "--steps 11: sampler steps must be between 1 and 10" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--checkpoint", run, "--hold-levels", "-1"])
+    assert stop.value.code == 2 and "--hold-levels -1: must be 0 (off) or more" in capsys.readouterr().err
     assert "already exists" in error("--checkpoint", run, "--save", str(data))
     if not torch.cuda.is_available():
         assert "no CUDA GPU" in error("--checkpoint", run, "--device", "cuda")
