@@ -3,8 +3,13 @@ free-running session. Each is compared with the same number on real frames of th
 
 - sharpness: variance of the Laplacian of the luma, in [0, 1] units squared (0 for a flat
   frame; a blurred frame scores lower, noise scores higher).
-- colour distance: total variation distance between a frame's colour histogram and the data's,
-  mean over R, G, B (0 = the same distribution of levels, 1 = no level in common).
+- colour distance: how far, in levels, a frame's colours must move to match the data's colour
+  distribution: the earth mover's (Wasserstein-1) distance between the frame's distribution of
+  the 256 levels and the data's, per channel, mean over R, G, B, in [0, 1] units (0 = the same
+  distribution; a frame with every value k levels higher scores k / 255; all black against all
+  white 1). It is continuous in the values: a pixel one level off costs one level, however the
+  levels fall (a binned histogram would count the same pixel as a whole colour lost when it
+  crosses a bin edge).
 - nearest: RMSE in [0, 1] units to the nearest frame of a bank of training frames (0 = a copy
   of a training frame; real unseen frames sit at some typical distance).
 - motion: mean absolute change from the previous frame, in [0, 1] units (0 for a frozen
@@ -23,7 +28,8 @@ import torch
 import torch.nn.functional as F
 
 LUMA = (0.299, 0.587, 0.114)  # ITU-R BT.601
-BINS = 16  # colour histogram bins per channel (256 levels / 16)
+BINS = 16  # colour histogram bins per channel (256 levels / 16), for the drift score
+LEVELS = 256
 LAPLACIAN = torch.tensor([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]])
 SHARPNESS_FLOOR = 0.05  # share of the real frames' sharpness below which a chunk counts as flat
 
@@ -70,6 +76,22 @@ def histogram_distance(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return 0.5 * np.abs(p - q).sum(-1).mean(-1)
 
 
+def level_distribution(frames) -> np.ndarray:
+    """The share of each of the 256 levels per channel, mean over `frames`: float64 [3, 256]."""
+    return frame_histograms(frames, LEVELS).mean(0)
+
+
+def colour_distance(frames, levels: np.ndarray, batch: int = 256) -> np.ndarray:
+    """Earth mover's distance of each frame's level distribution to `levels` ([3, 256], from
+    `level_distribution`), mean over channels, in [0, 1] units: [N] float64. In one dimension it
+    is the area between the two cumulative distributions."""
+    f = np.asarray(frames)
+    target = np.cumsum(levels, -1)
+    out = [np.abs(np.cumsum(frame_histograms(f[a:a + batch], LEVELS), -1) - target).sum(-1).mean(-1) / (LEVELS - 1)
+           for a in range(0, len(f), batch)]
+    return np.concatenate(out) if out else np.zeros(0)
+
+
 def nearest(frames, bank, batch: int = 512) -> tuple[np.ndarray, np.ndarray]:
     """RMSE (in [0, 1] units) of each frame to its nearest bank frame, and that frame's index:
     ([N] float64, [N] int64). The search uses |x|^2 + |b|^2 - 2 x.b; the returned distance is
@@ -87,17 +109,17 @@ def nearest(frames, bank, batch: int = 512) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass
 class HealthReference:
-    """What health is compared with: a bank of training frames, the data's colour histogram,
+    """What health is compared with: a bank of training frames, the data's colour distribution,
     and the mean of each health number on real held-out frames."""
 
     bank: np.ndarray
     """uint8 [M, H, W, 3], frames sampled evenly from the training episodes."""
-    histogram: np.ndarray
-    """[3, BINS], the colour histogram of the bank."""
+    levels: np.ndarray
+    """[3, 256], the share of each level per channel in the bank."""
     sharpness: float
     """Mean sharpness of real held-out frames."""
     colour_distance: float
-    """Mean colour distance of real held-out frames to `histogram`."""
+    """Mean colour distance of real held-out frames to `levels`."""
     nearest: float
     """Mean nearest-bank RMSE of real held-out frames (0 when they are in the bank)."""
     spread: float
@@ -106,11 +128,10 @@ class HealthReference:
     @classmethod
     def build(cls, bank: np.ndarray, real: np.ndarray, seed: int = 0) -> HealthReference:
         """From the bank and a sample of real held-out frames (both uint8 [N, H, W, 3])."""
-        hist = frame_histograms(bank).mean(0)
+        levels = level_distribution(bank)
         order = np.random.default_rng(seed).permutation(len(bank))
         pairs = _float(bank[order]) - _float(bank[np.roll(order, len(bank) // 2)])  # never a frame with itself
-        return cls(bank, hist, float(sharpness(real).mean()),
-                   float(histogram_distance(frame_histograms(real), hist).mean()),
+        return cls(bank, levels, float(sharpness(real).mean()), float(colour_distance(real, levels).mean()),
                    float(nearest(real, bank)[0].mean()), float(pairs.pow(2).flatten(1).mean(1).sqrt().mean()))
 
     def summary(self) -> dict:
@@ -139,12 +160,15 @@ class FrameHealth:
 
 def frame_health(frames: np.ndarray, ref: HealthReference) -> FrameHealth:
     """Health of each frame of `frames` (uint8 [T, H, W, 3]) against `ref`."""
-    hists = frame_histograms(frames)
-    return FrameHealth(sharpness(frames), histogram_distance(hists, ref.histogram[None]),
-                       nearest(frames, ref.bank)[0], hists, motion(frames))
+    return FrameHealth(sharpness(frames), colour_distance(frames, ref.levels), nearest(frames, ref.bank)[0],
+                       frame_histograms(frames), motion(frames))
 
 
 BAND_FACTOR = 2.0  # how far outside the real windows' range a figure may go and still count as healthy
+LEVEL_FLOOR = 2 / 255
+"""The least upper bound of the colour-distance and nearest-RMSE band: two levels of 255. Where
+every real frame has the same colours (a game of one block on one background), twice the real
+figure is 0, and a world drawn one level off everywhere would leave a band no eye can see."""
 FIGURES = ("sharpness", "motion", "colour_distance", "nearest")
 
 
@@ -158,8 +182,8 @@ class HealthBand:
     """The band real frames occupy, per figure, for windows of `window` steps: a generated
     window is healthy when each figure lies within it. From windows of real held-out frames:
     sharpness and motion in [lowest real / 2, highest real x 2] (catches blur, a frozen world,
-    flicker and noise), colour distance and nearest-frame RMSE at most 2 x the highest real
-    (catches colours and shapes leaving the data)."""
+    flicker and noise), colour distance and nearest-frame RMSE at most 2 x the highest real, and
+    never below `LEVEL_FLOOR` (catches colours and shapes leaving the data)."""
 
     window: int
     low: dict[str, float]
@@ -170,6 +194,8 @@ class HealthBand:
         means = {k: np.concatenate([window_means(getattr(h, k), window) for h in real if len(h)]) for k in figures}
         low = {k: float(means[k].min()) / BAND_FACTOR if k in ("sharpness", "motion") else 0.0 for k in figures}
         high = {k: float(means[k].max()) * BAND_FACTOR for k in figures}
+        for k in set(figures) & {"colour_distance", "nearest"}:
+            high[k] = max(high[k], LEVEL_FLOOR)
         return cls(window, low, high)
 
     def leaves(self, figure: str, mean: float) -> str | None:

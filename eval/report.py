@@ -295,8 +295,8 @@ def _chunk_table(health: dict, real: dict | None, action: dict | None, frames: i
 
 
 HEALTH_HELP = ("Sharpness is the variance of the Laplacian of the luma, shown as a ratio to real held-out frames "
-               "(below 1: blurrier). Motion is the mean absolute change from one frame to the next (0: frozen). Colour distance is the total variation distance between a frame's colour "
-               "histogram and the training data's (0 to 1). Nearest RMSE is the distance to the closest of the "
+               "(below 1: blurrier). Motion is the mean absolute change from one frame to the next (0: frozen). Colour distance is the earth mover's distance between a frame's "
+               "distribution of levels and the training data's, per channel (k levels off everywhere: k / 255). Nearest RMSE is the distance to the closest of the "
                "bank of training frames ([0, 1] units). The drift score compares each chunk with the first: "
                "|log2 sharpness ratio| + colour histogram shift + the rise in nearest distance over the spread of the "
                "real frames (the mean distance between two training frames); 0 = unchanged, and each term reaches 1 "

@@ -7,7 +7,7 @@ from collections import deque
 
 import numpy as np
 
-from eval.health import FrameHealth, HealthBand, frame_histograms, histogram_distance, motion, sharpness
+from eval.health import FrameHealth, HealthBand, colour_distance, level_distribution, motion, sharpness
 
 FIGURES = ("sharpness", "motion", "colour_distance")
 """eval's figures but the nearest-frame distance, which needs a bank of training frames."""
@@ -23,9 +23,9 @@ class Health:
 
     def __init__(self, real_frames: np.ndarray, window: int = 30) -> None:
         real = np.asarray(real_frames)
-        self.histogram = frame_histograms(real).mean(0)
+        self.levels = level_distribution(real)
         self.reference = float(sharpness(real).mean())
-        s, c = sharpness(real), histogram_distance(frame_histograms(real), self.histogram[None])
+        s, c = sharpness(real), colour_distance(real, self.levels)
         real_health = FrameHealth(s, c, np.zeros(len(real)), np.zeros((len(real), 3, 1)), motion(real))
         self.band = HealthBand.build([real_health], window, FIGURES)
         self.recent = {k: deque(maxlen=window) for k in FIGURES}
@@ -42,7 +42,7 @@ class Health:
         """Add one generated frame (uint8 [H, W, 3]); returns the sharpness ratio (None on flat data)."""
         f = np.asarray(frame)[None]
         self.recent["sharpness"].append(float(sharpness(f)[0]))
-        self.recent["colour_distance"].append(float(histogram_distance(frame_histograms(f)[0], self.histogram)))
+        self.recent["colour_distance"].append(float(colour_distance(f, self.levels)[0]))
         if self.previous is not None:
             self.recent["motion"].append(float(np.abs(f[0].astype(np.int16) - self.previous).mean()) / 255)
         self.previous = f[0].astype(np.int16)

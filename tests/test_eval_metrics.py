@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from eval.health import (FrameHealth, HealthBand, HealthReference, drift_score, frame_histograms, frame_health,
-                         histogram_distance, motion, nearest, sharpness)
+from eval.health import (LEVEL_FLOOR, FrameHealth, HealthBand, HealthReference, colour_distance, drift_score,
+                         frame_histograms, frame_health, histogram_distance, level_distribution, motion, nearest,
+                         sharpness)
 from eval.metrics import PSNR_CAP, psnr, psnr_from_mse, ssim
 
 
@@ -140,6 +141,42 @@ def test_colour_histogram_distance_known_answers():
     grey = np.full((1, 8, 8, 3), 40, np.uint8)
     assert histogram_distance(h(grey), h(grey + 16)) == 1.0
     assert histogram_distance(h(grey), h(grey + 3)) == 0.0
+
+
+def test_colour_distance_known_answers():
+    """The earth mover's distance between level distributions, in levels / 255: a shift of k
+    levels costs k / 255 wherever the levels fall, bin edges included."""
+    black, white = np.zeros((1, 8, 8, 3), np.uint8), np.full((1, 8, 8, 3), 255, np.uint8)
+    half = black.copy()
+    half[:, :4] = 255
+    d = lambda f, g: float(colour_distance(f, level_distribution(g))[0])
+    assert d(black, black) == 0.0
+    assert d(black, white) == pytest.approx(1.0)
+    assert d(half, black) == pytest.approx(0.5)
+    grey = np.full((1, 8, 8, 3), 40, np.uint8)
+    assert d(grey + 3, grey) == pytest.approx(3 / 255)
+    assert d(grey + 16, grey) == pytest.approx(16 / 255)
+    edge = np.full((1, 8, 8, 3), 47, np.uint8)  # 47 | 48 is a 16-level bin edge
+    assert d(edge + 1, edge) == pytest.approx(1 / 255)
+    assert histogram_distance(frame_histograms(edge + 1)[0], frame_histograms(edge)[0]) == 1.0
+    one_channel = grey.copy()
+    one_channel[..., 0] += 30  # red 30 levels off, green and blue exact: 30 / 255 / 3
+    assert d(one_channel, grey) == pytest.approx(10 / 255)
+    # against the mean distribution of several frames: each frame's own distance, one call
+    both = np.concatenate([black, white])
+    assert colour_distance(both, level_distribution(both)).tolist() == pytest.approx([0.5, 0.5])
+
+
+def test_a_band_of_identical_real_colours_still_has_room_for_a_level():
+    """Real frames all of one colour distribution (twice their highest colour distance is 0):
+    the band's upper end is LEVEL_FLOOR, so frames one level off stay healthy and ten off leave."""
+    real = np.repeat(checkerboard(8, 8, high=200), 60, 0)
+    ref = HealthReference.build(real[:10], real[:10])
+    band = HealthBand.build([frame_health(real, ref)], 20)
+    assert band.high["colour_distance"] == band.high["nearest"] == LEVEL_FLOOR
+    assert band.horizon(frame_health(real + 1, ref)) == (60, None)
+    steps, figure = band.horizon(frame_health(real + 10, ref))
+    assert steps == 0 and figure in ("colour_distance", "nearest")
 
 
 # -- nearest training frame -------------------------------------------------------------------------
