@@ -11,13 +11,20 @@ from dataset.build import BuildOptions, build
 from dataset.store import Store, StoreError, open_store
 
 
+def duration_s(t, episodes, fps: float) -> float:
+    """Seconds of play: each episode's span plus one frame, summed. A store built from several
+    recordings holds clocks that each start again, so the span from its first frame to its last
+    is not its length."""
+    return round(sum(float(t[e.stop - 1] - t[e.start]) + 1.0 / fps for e in episodes), 3)
+
+
 def describe(store: Store) -> dict:
     episodes = store.episodes()
     t = store.time
     return {
         "path": str(store.path),
         "frames": store.n_frames,
-        "duration_s": round(float(t[-1] - t[0]) + 1.0 / store.fps, 3) if len(t) else 0.0,
+        "duration_s": duration_s(t, episodes, store.fps),
         "fps": store.fps,
         "frame_size": f"{store.width}x{store.height}",
         "capture_size": "x".join(map(str, store.attrs.get("capture_size", []))),

@@ -164,6 +164,17 @@ def test_build_cli(tmp_path):
     assert "--drop-idle" in run_cli("-m", "dataset", "build", "--help").stdout
 
 
+def test_info_gives_the_length_of_play_of_a_store_built_from_two_recordings(tmp_path):
+    """Each recording's clock starts at 0: the store's length is the sum of its episodes', not the
+    span from its first time stamp to its last."""
+    raw_store(tmp_path / "a.zarr", n=60, starts=(0, 30))
+    raw_store(tmp_path / "b.zarr", n=90, starts=(0,))
+    run_cli("-m", "dataset", "build", str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr"), "--out",
+            str(tmp_path / "t.zarr"), "--size", "8x8", "--quiet")
+    d = json.loads(run_cli("-m", "dataset", "info", "--json", str(tmp_path / "t.zarr")).stdout)
+    assert d[0]["frames"] == 150 and d[0]["duration_s"] == pytest.approx(150 / 30)
+
+
 # -- windows -------------------------------------------------------------------------------------
 
 @pytest.fixture
