@@ -166,9 +166,9 @@ def frame_health(frames: np.ndarray, ref: HealthReference) -> FrameHealth:
 
 BAND_FACTOR = 2.0  # how far outside the real windows' range a figure may go and still count as healthy
 LEVEL_FLOOR = 2 / 255
-"""The least upper bound of the colour-distance and nearest-RMSE band: two levels of 255. Where
-every real frame has the same colours (a game of one block on one background), twice the real
-figure is 0, and a world drawn one level off everywhere would leave a band no eye can see."""
+"""The lowest the upper end of the colour-distance and nearest-RMSE bands may be: two levels of
+255. Where every real frame has the same colours (one block on one background), twice the real
+figure is 0, and a frame drawn one level off everywhere would leave a band no eye can see."""
 FIGURES = ("sharpness", "motion", "colour_distance", "nearest")
 
 
@@ -194,8 +194,9 @@ class HealthBand:
         means = {k: np.concatenate([window_means(getattr(h, k), window) for h in real if len(h)]) for k in figures}
         low = {k: float(means[k].min()) / BAND_FACTOR if k in ("sharpness", "motion") else 0.0 for k in figures}
         high = {k: float(means[k].max()) * BAND_FACTOR for k in figures}
-        for k in set(figures) & {"colour_distance", "nearest"}:
-            high[k] = max(high[k], LEVEL_FLOOR)
+        for k in ("colour_distance", "nearest"):
+            if k in high:
+                high[k] = max(high[k], LEVEL_FLOOR)
         return cls(window, low, high)
 
     def leaves(self, figure: str, mean: float) -> str | None:
