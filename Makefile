@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test test-fast install demo bench clean
+.PHONY: test test-fast install demo bench bench-gpu clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ bench: $(VENV)/.installed
 	$(PY) -m bench.model
 	$(PY) -m bench.play --frames 300
 	$(PY) -m bench.recorder --seconds 30
+
+# on a CUDA machine: the GPU-marked tests and the GPU speed figures, one table (under 5 minutes);
+# without CUDA it says so and exits 0
+bench-gpu: $(VENV)/.installed
+	$(PY) -m bench.gpu
 
 clean:
 	rm -rf $(VENV) .pytest_cache

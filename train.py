@@ -30,7 +30,7 @@ from model.denoiser import Denoiser
 from model.device import configure, resolve_device
 from model.ema import make_ema, update_ema
 from model.training import (Logger, LossModule, Rate, build_data, check_resume, due, lr_at, make_optimizer,
-                            prepare_run, save_run, set_lr)
+                            prepare_run, save_run, set_lr, write_world)
 
 
 def parse_args(argv=None, prog: str = "python train.py") -> argparse.Namespace:
@@ -186,20 +186,6 @@ def every_rng_state(world: int) -> list[tuple[dict, dict]]:
 def open_windows_log(run_dir: Path, rank: int):
     (run_dir / "windows").mkdir(parents=True, exist_ok=True)
     return open(run_dir / "windows" / f"rank{rank}.jsonl", "a")
-
-
-def write_world(run_dir: Path) -> None:
-    """<run>/world: the world folder to share (model.world); a failure here loses no training."""
-    from model.world import export_world
-
-    try:
-        export_world(run_dir, run_dir / "world", command=f"dreamcade export {run_dir} --out {run_dir / 'world'}")
-    except (CheckpointError, StoreError, OSError) as e:
-        print(f"note: no world folder written ({e}); write it with `dreamcade export {run_dir} --out WORLD`",
-              file=sys.stderr)
-        return
-    print(f"world: {run_dir / 'world'}; play it with `dreamcade play --checkpoint {run_dir / 'world'}`",
-          file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from model.checkpoint import export_model  # noqa: E402
 from model.config_file import load_config  # noqa: E402
 from model.denoiser import Denoiser  # noqa: E402
 
-SIZES = {"demo": 32, "atari-64": 64}
+SIZES = {"demo": 32, "atari-64": 64, "screen-64": 64}
 SPEC = ControlSpec(tuple(Control(m) for m in ("NOOP", "FIRE", "UP", "RIGHT", "LEFT", "DOWN")), exclusive=True)
 GOAL_FPS = {"demo": 15.0}
 
@@ -81,7 +81,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     p.add_argument("--scale", type=int, default=8, help="window pixels per frame pixel")
     p.add_argument("--compile", action="store_true", help="torch.compile the network")
-    p.add_argument("--presets", nargs="+", default=list(SIZES), choices=list(SIZES))
+    p.add_argument("--presets", nargs="+", default=["demo", "atari-64"], choices=list(SIZES))
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     rows = []

@@ -1,5 +1,6 @@
 """`dreamcade JOB ...`: each job is the same code and options as its own entry point
-(`python -m record`, `python -m dataset`, `python train.py`, `python play.py`, `python -m eval`),
+(`python -m record`, `python -m dataset`, `python train.py`, `python -m model.distill`,
+`python play.py`, `python -m eval`),
 which stay; this module only picks the job and names it in the help."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ JOBS = [
     ("record", "record.__main__", "record gameplay: `screen` (a game on your desktop) or `env` (a gymnasium game)"),
     ("data", "dataset.__main__", "training stores and checks: `build` (resize, crop, resample), `info`"),
     ("train", "train", "train a world model on stores (a preset: tiny, demo, atari-64, screen-64)"),
+    ("distill", "model.distill", "a student of a trained model that makes each frame in fewer sampler steps"),
     ("play", "play.cli", "play a world in a window, from your keyboard, mouse or gamepad"),
     ("eval", "eval.__main__", "measure it: `drift` (long-session health, healthy horizon), `sweep`, `video`"),
     ("export", "dreamcade.export", "a self-contained world folder from a run, to share"),

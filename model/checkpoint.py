@@ -91,13 +91,14 @@ def check_complete(path: Path) -> None:
 
 # -- the slim model file -----------------------------------------------------------------------------
 
-def export_model(path: str | Path, model: Denoiser, cfg: Config, step: int) -> Path:
-    """Write the slim safetensors model (weights of `model`, normally the EMA) atomically."""
+def export_model(path: str | Path, model: Denoiser, cfg: Config, step: int, extra: dict[str, str] | None = None) -> Path:
+    """Write the slim safetensors model (weights of `model`, normally the EMA) atomically;
+    `extra`: more metadata (strings), e.g. how a distilled model was made."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     meta = {"format": MODEL_FORMAT, "format_version": str(MODEL_VERSION), "config": json.dumps(to_dict(cfg)),
             "control_spec": json.dumps(model.spec.to_dict()), "step": str(step),
-            "software_version": software_version()}
+            "software_version": software_version(), **(extra or {})}
     _save_tensors(model.state_dict(), tmp, meta)
     os.replace(tmp, path)
     _fsync_dir(path.parent)

@@ -17,7 +17,7 @@ from model import edm
 from model.config import STEPS, SamplerConfig
 
 Denoise = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-__all__ = ["STEPS", "SamplerError", "check_steps", "check_context_noise", "context_noise_used", "settings", "sample", "next_frame"]
+__all__ = ["STEPS", "SamplerError", "check_steps", "check_context_noise", "context_noise_used", "settings", "schedule", "sample", "next_frame"]
 
 
 class SamplerError(ValueError):
@@ -59,13 +59,18 @@ def settings(base: SamplerConfig, steps: int | None = None, context_noise: float
     return out
 
 
+def schedule(sampler: SamplerConfig, device: torch.device | str = "cpu") -> torch.Tensor:
+    """The noise levels a frame is sampled through: Karras' schedule of sampler.steps steps."""
+    return edm.karras_sigmas(sampler.steps, sampler.sigma_min, sampler.sigma_max, sampler.rho).to(device)
+
+
 # -- the loops -----------------------------------------------------------------------------------------
 
-@torch.no_grad()
 def sample(denoise: Denoise, noise: torch.Tensor, sigmas: torch.Tensor, method: str = "euler",
            churn: float = 0.0, generator: torch.Generator | None = None) -> torch.Tensor:
     """Integrate from x = noise * sigmas[0] down to sigma 0; `noise` is N(0, I) of the output's
-    shape. Returns float32 x in data space."""
+    shape. Returns float32 x in data space. Gradients flow through it when enabled (a
+    distillation student is trained through its own steps); next_frame turns them off."""
     if method not in ("euler", "heun"):
         raise ValueError(f"method must be 'euler' or 'heun', got {method!r}")
     n = len(sigmas) - 1
@@ -96,7 +101,7 @@ def next_frame(denoiser, context: torch.Tensor, actions: torch.Tensor, mask: tor
     dev = context.device
     mask = torch.ones(b, L, dtype=torch.bool, device=dev) if mask is None else mask
     level = context_noise_used(sampler.context_noise, denoiser.cfg.context_noise_max)
-    sigmas = edm.karras_sigmas(sampler.steps, sampler.sigma_min, sampler.sigma_max, sampler.rho).to(dev)
+    sigmas = schedule(sampler, dev)
     noise = torch.randn((b, c, h, w), device=dev, generator=generator)
     last = context[:, -1]
     context, ctx_sigma = denoiser.noisy_context(context, generator, level)

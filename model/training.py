@@ -10,11 +10,11 @@ from pathlib import Path
 
 import torch
 
-from dataset import WindowDataset, open_store
+from dataset import StoreError, WindowDataset, open_store
 from dataset.batch import Batch
 from dataset.controls import ControlSpec
 from dataset.windows import AllDamagedError, NoEpisodesError
-from model.checkpoint import export_model, latest_checkpoint, save_training_state
+from model.checkpoint import CheckpointError, export_model, latest_checkpoint, save_training_state
 from model.config import Config, ConfigError
 from model.config_file import to_dict
 from model.denoiser import Denoiser
@@ -165,3 +165,17 @@ def save_run(run_dir: Path, step: int, denoiser: Denoiser, ema: Denoiser, optimi
     save_training_state(run_dir, step, denoiser, ema, inner, cfg, {"control_spec": spec.to_dict()},
                         cfg.train.keep_checkpoints, rngs)
     export_model(run_dir / "model.safetensors", ema, cfg, step)
+
+
+def write_world(run_dir: Path) -> None:
+    """<run>/world: the world folder to share (model.world); a failure here loses no training."""
+    from model.world import export_world
+
+    try:
+        export_world(run_dir, run_dir / "world", command=f"dreamcade export {run_dir} --out {run_dir / 'world'}")
+    except (CheckpointError, StoreError, OSError) as e:
+        print(f"note: no world folder written ({e}); write it with `dreamcade export {run_dir} --out WORLD`",
+              file=sys.stderr)
+        return
+    print(f"world: {run_dir / 'world'}; play it with `dreamcade play --checkpoint {run_dir / 'world'}`",
+          file=sys.stderr)

@@ -208,6 +208,13 @@ def export_world(run: str | Path, out: str | Path, data: list[str] | None = None
                 "step": int(meta.get("step", 0)), "game": game_name(stores[0]),
                 "data": data_summary(stores), "reference": ref, "training": training_summary(run_dir),
                 "eval": figures, "commands": {"train": train_command(run_dir), "export": command}}
+        if meta.get("distilled"):  # a student of model.distill: its training is the teacher's
+            d = json.loads(meta["distilled"])
+            info["distilled"] = d
+            teacher = Path(d["teacher"])
+            info["commands"]["train"] = train_command(teacher.parent if teacher.suffix == ".safetensors" else teacher)
+            info["commands"]["distill"] = (f"dreamcade distill --checkpoint {d['teacher']} --steps {d['steps']} "
+                                           f"--iterations {d['iterations']} --name {cfg.name}")
         (tmp / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n")
         (tmp / "README.md").write_text(model_card(info, cfg))
         move_into_place(tmp, out)
@@ -253,7 +260,10 @@ def model_card(info: dict, cfg: Config) -> str:
              "| | |", "|---|---|",
              f"| game | {info['game']} |",
              f"| data | {d['frames']:,} frames ({d['hours']:.2f} hours at {d['fps']:g} frames/s), {d['episodes']} episodes, {d['size']} |",
-             f"| training | {info['step']:,} steps, {fig(t.get('minutes'), '{:.1f} minutes')} |",
+             (f"| training | distilled from {info['distilled']['teacher']} ({info['distilled']['teacher_steps']} sampler "
+              f"steps, trained {info['step']:,} steps) in {info['distilled']['iterations']:,} iterations, "
+              f"{fig(t.get('minutes'), '{:.1f} minutes')} |" if info.get("distilled") else
+              f"| training | {info['step']:,} steps, {fig(t.get('minutes'), '{:.1f} minutes')} |"),
              f"| model | {sum(1 for _ in cfg.model.channels)} UNet levels {cfg.model.channels}, context {cfg.data.context} frames, "
              f"{cfg.sampler.steps} sampler steps |"]
     if e:
@@ -268,7 +278,8 @@ def model_card(info: dict, cfg: Config) -> str:
                   "| healthy horizon | not measured: run `dreamcade eval drift` and export with `--report` |",
                   "| action following | not measured |"]
     lines += [f"| start contexts | {r['episodes']} episodes, {r['frames']:,} frames ({r['which']}) |", "",
-              "## How it was made", "", "```"] + [c for c in (info["commands"]["train"],) if c]
+              "## How it was made", "", "```"] + [c for c in (info["commands"]["train"],
+                                                                     info["commands"].get("distill")) if c]
     if e and e.get("command"):
         lines.append(e["command"])
     if info["commands"].get("export"):

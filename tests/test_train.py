@@ -295,3 +295,82 @@ def test_a_tiny_model_rolled_out_2000_steps_on_the_block_game_keeps_its_healthy_
     assert len(hh["per_episode"]) == 3 and hh["of"] == [2000] * 3
     assert hh["per_episode"] == [2000] * 3, f"left the band at {hh['per_episode']} by {hh['left_by']}"
     assert r["psnr"]["pooled"] > r["frozen_frame"]["psnr"]["pooled"] + 10
+
+
+def sample_error_levels(model, reference, sampler, windows, steps: int, seeds: int = 3) -> float:
+    """Mean absolute difference in 8-bit levels between `model`'s frames in `steps` sampler
+    steps and `reference`'s in sampler.steps, from the same noise, past frames and actions."""
+    from dataclasses import replace
+
+    diffs = []
+    for seed in range(seeds):
+        frames = []
+        for m, n in ((model, steps), (reference, sampler.steps)):
+            cfg = replace(sampler, steps=n, hold_levels=0)
+            g = torch.Generator().manual_seed(seed)
+            frames.append(next_frame(m, windows.frames_float()[:, :-1], windows.actions[:, :-1],
+                                     windows.mask[:, :-1], cfg, g))
+        diffs.append((frames[0] - frames[1]).abs().mean().item() * 127.5)
+    return float(np.mean(diffs))
+
+
+@pytest.mark.slow
+def test_a_distilled_one_step_student_samples_like_its_four_step_teacher(tmp_path, block_store, one_thread):
+    """The tiny model of the 2,000-step test (4 sampler steps), distilled into 1 step for 300
+    iterations: on held-out windows its frames are within a fraction of a level of the
+    teacher's, where the teacher's own frames in 1 step are grainy (measured: see the assert's
+    message); and the student holds the teacher's healthy horizon over 2,000 steps."""
+    train_cli("--config", "configs/tiny.yaml", "--data", str(block_store), f"out_dir={tmp_path}",
+              "train.steps=2400", "train.batch_size=16", "train.eval_every=100000", "train.sample_every=0",
+              "train.save_every=100000", "optim.lr=0.002", "sampler.steps=4", timeout=900)
+    run_cli("-m", "model.distill", "--checkpoint", str(tmp_path / "tiny"), "--steps", "1", "--iterations", "300",
+            "--batch-size", "16", "--lr", "0.0005", "--threads", "1", "--quiet", timeout=900)
+    student_run = tmp_path / "tiny-1step"
+    assert {"model.safetensors", "config.yaml", "distill.json", "stats.jsonl", "world"} <= {
+        p.name for p in student_run.iterdir()}
+    teacher, tcfg, _ = load_model(tmp_path / "tiny")
+    student, scfg, meta = load_model(student_run)
+    assert scfg.sampler.steps == 1 and tcfg.sampler.steps == 4
+    assert json.loads(meta["distilled"])["teacher_steps"] == 4
+    val = WindowDataset([open_store(block_store)], context=tcfg.data.context, split="val")
+    windows = val.__getitems__(np.linspace(0, len(val) - 1, 64).astype(int))
+    undistilled = sample_error_levels(teacher, teacher, tcfg.sampler, windows, 1)
+    distilled = sample_error_levels(student, teacher, tcfg.sampler, windows, 1)
+    print(f"levels from the 4-step teacher's frames: teacher in 1 step {undistilled:.3f}, student {distilled:.3f}")
+    assert distilled < 0.5 * undistilled, (undistilled, distilled)
+    run_cli("-m", "eval", "drift", "--checkpoint", str(student_run), "--horizon", "2000", "--episodes", "3",
+            "--videos", "0", "--idm-steps", "300", "--out", str(tmp_path / "report"), "--quiet", timeout=600)
+    hh = json.loads((tmp_path / "report" / "metrics.json").read_text())["rollouts"]["healthy_horizon"]
+    assert hh["per_episode"] == [2000] * 3, f"left the band at {hh['per_episode']} by {hh['left_by']}"
+
+
+def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, block_store):
+    """A few iterations from a random-init teacher (speed, not learning: the slow test above
+    learns): the student's run folder loads like any run, with its steps and its origin."""
+    from model.checkpoint import export_model
+    from model.config_file import load_config
+    from model.denoiser import Denoiser
+
+    cfg = load_config("configs/tiny.yaml", ["sampler.steps=3", f"data.stores={json.dumps([str(block_store)])}"])
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    spec = open_store(block_store).spec
+    export_model(teacher / "model.safetensors", Denoiser(cfg.model, cfg.diffusion, spec, cfg.data.context), cfg, 7)
+    distill = lambda *a, check=True: run_cli("-m", "model.distill", "--checkpoint", str(teacher), *a, "--quiet",
+                                             check=check)
+    proc = distill("--steps", "3", check=False)
+    assert proc.returncode == 2 and "--steps 3: the student needs at least 1 sampler step and fewer than the " \
+                                    "teacher's 3" in proc.stderr
+    proc = distill("--iterations", "2", "--batch-size", "4", "--threads", "1")
+    assert "one-step PSNR on" in proc.stderr
+    run = tmp_path / "teacher-1step"
+    model, scfg, meta = load_model(run)
+    record = json.loads(meta["distilled"])
+    assert scfg.sampler.steps == 1 and scfg.name == "teacher-1step" and meta["step"] == "7"
+    assert record["teacher"] == str(teacher) and record["iterations"] == 2 and record["teacher_steps"] == 3
+    card = (run / "world" / "README.md").read_text()
+    assert "distilled from" in card and f"dreamcade distill --checkpoint {teacher} --steps 1" in card
+    proc = distill("--iterations", "2", check=False)
+    assert proc.returncode == 2 and "a run of this name exists" in proc.stderr
+    proc = run_cli("-m", "model.distill", "--checkpoint", str(tmp_path / "nothing"), check=False)
+    assert proc.returncode == 2 and "no such checkpoint" in proc.stderr
