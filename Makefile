@@ -24,7 +24,7 @@ test-fast: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(PY) demo.py $(ARGS)
 
-# every benchmark in turn (about 6 minutes); run it with nothing else running
+# every benchmark in turn (about 9 minutes); run it with nothing else running
 bench: $(VENV)/.installed
 	$(PY) -m bench.store
 	$(PY) -m bench.loader

@@ -45,7 +45,7 @@ class Denoiser(nn.Module):
         s = sigma[:, None, None, None]
         inp = torch.cat([edm.c_in(s, sd) * x, context.reshape(b, steps * c, h, w)], dim=1)  # [B, 3(L+1), H, W]
         cond = self.cond(edm.c_noise(sigma), ctx_sigma, actions, mask)
-        net = self.__dict__.get("_compiled_net") or self.net
+        net = self.__dict__.get("_compiled_net", self.net)
         with self._autocast(x.device):
             out = net(inp, cond)
         return out.float()
