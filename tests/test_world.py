@@ -143,7 +143,7 @@ def test_a_cut_short_world_is_called_so(run, tmp_path):
     assert proc.returncode == 2 and "truncated" in proc.stderr and str(weights) in proc.stderr
 
 
-JOBS = ["record", "data", "train", "play", "eval", "export", "demo"]
+JOBS = ["record", "data", "train", "distill", "play", "eval", "export", "demo"]
 
 
 def test_dreamcade_lists_the_jobs_in_order_and_each_job_has_its_help():
