@@ -49,6 +49,18 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
+def timed(fn, device, repeats: int, warmup: int = 3) -> float:
+    """Seconds per call of fn, after `warmup` calls."""
+    for _ in range(warmup):
+        fn()
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    sync(device)
+    return (time.perf_counter() - t0) / repeats
+
+
 def next_frame_ms(preset, device, precision="auto", channels_last=True, inference=True, compile=False,
                   repeats=10, steps=3) -> float:
     model, cfg = build(preset, device, precision, channels_last, compile)
@@ -60,26 +72,8 @@ def next_frame_ms(preset, device, precision="auto", channels_last=True, inferenc
     g = torch.Generator(device).manual_seed(0)
     mode = torch.inference_mode() if inference else torch.no_grad()
     with mode:
-        for _ in range(3 if not compile else 5):
-            next_frame(model, ctx, act, None, cfg.sampler, g)
-        sync(device)
-        t0 = time.perf_counter()
-        for _ in range(repeats):
-            next_frame(model, ctx, act, None, cfg.sampler, g)
-        sync(device)
-    return (time.perf_counter() - t0) / repeats * 1000
-
-
-def timed(fn, device, repeats: int, warmup: int = 3) -> float:
-    """Seconds per call of fn, after `warmup` calls."""
-    for _ in range(warmup):
-        fn()
-    sync(device)
-    t0 = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    sync(device)
-    return (time.perf_counter() - t0) / repeats
+        sec = timed(lambda: next_frame(model, ctx, act, None, cfg.sampler, g), device, repeats, 5 if compile else 3)
+    return sec * 1000
 
 
 def ceiling(device: torch.device, repeats: int = 10) -> list[dict]:
@@ -163,14 +157,7 @@ def train_passes_per_s(preset, device, precision="auto", channels_last=True, com
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    for _ in range(2):
-        step()
-    sync(device)
-    t0 = time.perf_counter()
-    for _ in range(repeats):
-        step()
-    sync(device)
-    return batch * repeats / (time.perf_counter() - t0)
+    return batch / timed(step, device, repeats, warmup=2)
 
 
 def main() -> None:
