@@ -20,17 +20,18 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from dataset import StoreError, WindowDataset, make_loader
+from dataset import WindowDataset, make_loader
+from dataset.errors import boundary
 from dataset.store import absolute
 from eval.training import evaluate, save_samples
-from model.checkpoint import CheckpointError, load_training_state, rng_state
+from model.checkpoint import load_training_state, rng_state
 from model.config import Config, ConfigError
 from model.config_file import load_config, to_dict
 from model.denoiser import Denoiser
 from model.device import configure, resolve_device
 from model.ema import make_ema, update_ema
 from model.training import (Logger, LossModule, Rate, build_data, check_resume, due, lr_at, make_optimizer,
-                            prepare_run, save_run, set_lr, write_world)
+                            prepare_run, run_output, save_run, set_lr, write_world)
 
 
 def parse_args(argv=None, prog: str = "python train.py") -> argparse.Namespace:
@@ -52,21 +53,22 @@ def parse_args(argv=None, prog: str = "python train.py") -> argparse.Namespace:
 
 def main(argv=None, prog: str = "python train.py") -> int:
     args = parse_args(argv, prog)
+    return boundary(lambda: run(args), "interrupted: the run keeps its last checkpoint; continue it with --resume")
+
+
+def run(args: argparse.Namespace) -> int:
     overrides = list(args.overrides) + ([f"data.stores={json.dumps(args.data)}"] if args.data else [])
-    try:
-        cfg = load_config(args.config, overrides)
-        if args.dry_run:
-            print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
-            return 0
-        cfg.data.stores = [absolute(p) for p in cfg.data.stores]  # play and eval find them anywhere
+    cfg = load_config(args.config, overrides)
+    if args.dry_run:
+        print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
+        return 0
+    cfg.data.stores = [absolute(p) for p in cfg.data.stores]  # play and eval find them anywhere
+    with run_output(cfg):  # the first process holds the run folder until training ends
         resume_from = prepare_run(cfg, args.resume)
         train_ds, val_ds = build_data(cfg)
         if resume_from is not None:
             check_resume(resume_from, train_ds)
         return train(cfg, train_ds, val_ds, resume_from, progress=not args.quiet)
-    except (ConfigError, StoreError, CheckpointError, ValueError) as e:  # StoreError: damage met while streaming
-        print(f"error: {e}", file=sys.stderr)
-        return 2
 
 
 def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, resume_from: Path | None,

@@ -8,6 +8,7 @@ import json
 import sys
 
 from dataset.build import BuildOptions, build
+from dataset.errors import boundary
 from dataset.store import Store, StoreError, open_store
 
 
@@ -68,7 +69,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         try:
             store = open_store(path)
             d = describe(store)
-            damaged = store.verify() if args.verify else []
+            damaged = store.verify() if args.verify else [d.message for d in store.missing_chunks()]
             d["problems"] += [x for x in damaged if x not in d["problems"]]  # missing files are there already
         except StoreError as e:
             print(f"error: {e}", file=sys.stderr)
@@ -93,11 +94,18 @@ def parse_ints(text: str, n: int, sep: str, what: str) -> tuple[int, ...]:
     return values
 
 
+MAX_SIDE = 8192  # pixels: an 8K screen; a frame past it is a typo (100000x100000 would be 30 GB)
+
+
 def parse_size(text: str) -> tuple[int, int]:
-    """"64x64" -> (64, 64); "256x144" -> (256, 144) as (width, height), both positive."""
+    """"64x64" -> (64, 64); "256x144" -> (256, 144) as (width, height), both positive and at
+    most MAX_SIDE."""
     w, h = parse_ints(text, 2, "x", "size must be WIDTHxHEIGHT, e.g. 64x64")
     if w <= 0 or h <= 0:
         raise argparse.ArgumentTypeError(f"size must be positive, got {text!r}")
+    if max(w, h) > MAX_SIDE:
+        raise argparse.ArgumentTypeError(f"size {text!r} is past {MAX_SIDE} pixels a side; a frame that large "
+                                         "would not fit in memory (e.g. 256x144)")
     return w, h
 
 
@@ -108,12 +116,8 @@ def parse_crop(text: str) -> tuple[int, int, int, int]:
 def cmd_build(args: argparse.Namespace) -> int:
     opts = BuildOptions(size=args.size, fps=args.fps, crop=args.crop, action_lag_ms=args.action_lag,
                         drop_idle_s=args.drop_idle)
-    try:
-        summary = build(args.raw, args.out, opts, overwrite=args.overwrite, progress=not args.quiet,
-                        skip_damaged=args.skip_damaged)
-    except StoreError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    summary = build(args.raw, args.out, opts, overwrite=args.overwrite, progress=not args.quiet,
+                    skip_damaged=args.skip_damaged)
     for line in summary["skipped"]:
         print(f"note: {line}", file=sys.stderr)
     print(f"wrote {summary['out']}: {summary['frames_out']} frames in {summary['episodes_out']} episodes "
@@ -166,7 +170,8 @@ def build_parser(prog: str = "python -m dataset") -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, prog: str = "python -m dataset") -> int:
     args = build_parser(prog).parse_args(argv)
-    return args.func(args)
+    return boundary(lambda: args.func(args), "interrupted: no store written (what was at --out is as it was)"
+                    if args.command == "build" else "interrupted")
 
 
 if __name__ == "__main__":

@@ -23,8 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from dataset.controls import BINARY, ControlSpec, SpecError
-from dataset.outputs import OutputError, check_apart
-from dataset.store import Store, StoreError, StoreWriter, open_store
+from dataset.store import Store, StoreError, StoreWriter, open_store, store_output
 
 SIZE_MULTIPLE = 8  # the world model's UNet halves the frame size three times
 IDLE_PIXEL_DIFF = 1.0  # mean absolute change (0-255) below which two frames count as the same
@@ -241,27 +240,32 @@ def build(sources: list[str | Path], out: str | Path, opts: BuildOptions, *, ove
           progress: bool = True, skip_damaged: bool = False) -> dict:
     """Write a training store from `sources`; returns a summary (frames in and out, episodes,
     and the episodes skipped for damage when `skip_damaged`). The store is built beside `out`
-    and moved into place only when complete; `out` may not be, contain or lie inside a source."""
+    and moved into place only when complete; `out` may not be, contain or lie inside a source,
+    nor replace anything but a store (dataset.outputs)."""
     if not sources:
         raise StoreError("no source stores given")
     opts.check()
+    output = store_output(out, overwrite, sources)  # checked and locked before any work
     try:
-        check_apart(out, sources)
-    except OutputError as e:
-        raise StoreError(str(e)) from None
-    stores = open_sources(sources)
-    plans, skipped = plan_sources(stores, opts, skip_damaged)
-    total = sum(len(seg.frames) for _, segs in plans for seg in segs)
-    if total == 0:
-        raise StoreError(f"{out}: nothing to write: every episode is shorter than two frames "
-                         "after the lag, idle and frame-rate steps")
+        stores = open_sources(sources)
+        plans, skipped = plan_sources(stores, opts, skip_damaged)
+        total = sum(len(seg.frames) for _, segs in plans for seg in segs)
+        if total == 0 and skipped and len(skipped) == sum(len(s.episodes()) for s in stores):
+            raise StoreError(f"{out}: nothing to write: --skip-damaged left out every episode of the sources "
+                             f"({len(skipped)}, each touching a damaged chunk); see `dataset info --verify`")
+        if total == 0:
+            raise StoreError(f"{out}: nothing to write: every episode is shorter than two frames "
+                             "after the lag, idle and frame-rate steps")
+    except BaseException:
+        output.abort()
+        raise
     (w, h), fps = opts.size, opts.fps if opts.fps is not None else stores[0].fps
     src_meta = [{"path": str(s.path), "source": s.attrs.get("source"), "frames": len(s), "fps": s.fps}
                 for s in stores]
     writer = StoreWriter(out, spec=stores[0].spec, fps=fps, frame_size=(w, h),
                          source={"kind": "build", "sources": src_meta, "options": _options_dict(opts)},
                          capture_size=tuple(stores[0].attrs.get("capture_size", (w, h))),
-                         overwrite=overwrite, flush_seconds=30.0, atomic=True)
+                         flush_seconds=30.0, atomic=True, output=output)
     bar = tqdm(total=total, unit="frame", desc="build", disable=not progress, dynamic_ncols=True)
     with bar, writer:  # on any error the partial store is removed and `out` is left as it was
         write_segments(writer, plans, opts, bar)

@@ -19,12 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
+from dataset.errors import UserError
+
 BINARY = "binary"
 CONTINUOUS = "continuous"
 KINDS = (BINARY, CONTINUOUS)
 
 
-class SpecError(ValueError):
+class SpecError(UserError, ValueError):
     """A control spec that cannot be used, or one that differs from the expected one."""
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import time as _time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,14 +29,15 @@ import zarr
 from zarr.codecs import ZstdCodec
 
 from dataset.controls import ControlSpec, SpecError
-from dataset.outputs import OutputError, move_into_place, start_partial
+from dataset.errors import UserError
+from dataset.outputs import Output
 
 FORMAT_NAME = "dreamcade.recording"
 FORMAT_VERSION = 1
 ARRAY_CHUNK = 4096  # rows per chunk of the small 1-D/2-D arrays
 
 
-class StoreError(Exception):
+class StoreError(UserError):
     """A store that cannot be opened or read; the message names the file and the fix."""
 
 
@@ -98,49 +98,49 @@ class StoreWriter:
       the `with` block on an error (Ctrl-C included) closes it with what it holds;
     - a derived store (atomic=True, e.g. `dataset build`), and any store that replaces an
       existing one (overwrite=True), is written in a hidden sibling and moved into place by
-      close() only (dataset.outputs): until then the target holds the old store or nothing.
-      An atomic writer left on an error is aborted: its partial folder is removed.
+      close() only: until then the target holds the old store or nothing. An atomic writer left
+      on an error is aborted: its partial folder is removed.
+    The target is checked, locked and put in place by dataset.outputs.Output (pass `output` to
+    use one its caller opened before any work; `inputs` are stores it may not touch).
     """
 
     def __init__(self, path: str | Path, *, spec: ControlSpec, fps: float, frame_size: tuple[int, int],
                  source: dict, capture_size: tuple[int, int] | None = None, events: bool = False,
                  chunk_frames: int | None = None, flush_seconds: float = 2.0,
-                 extra_attrs: dict | None = None, overwrite: bool = False, atomic: bool = False) -> None:
+                 extra_attrs: dict | None = None, overwrite: bool = False, atomic: bool = False,
+                 inputs: list[str | Path] = (), output: Output | None = None) -> None:
         """frame_size and capture_size are (width, height) in pixels."""
         self.path = Path(path)
         self.atomic = atomic
         self.spec, self.fps = spec, float(fps)
         w, h = frame_size
-        if w <= 0 or h <= 0:
-            raise StoreError(f"{self.path}: frame size must be positive, got {w}x{h}")
-        if not fps > 0:
-            raise StoreError(f"{self.path}: fps must be positive, got {fps}")
+        bad = (f"frame size must be positive, got {w}x{h}" if w <= 0 or h <= 0 else
+               f"fps must be positive, got {fps}" if not fps > 0 else None)
+        if bad:
+            if output is not None:
+                output.abort()
+            raise StoreError(f"{self.path}: {bad}")
         self.frame_shape = (h, w, 3)
-        self.write_path = self._target(overwrite, atomic)
-        self.root = zarr.open_group(str(self.write_path), mode="w", zarr_format=3)
-        self._create_arrays(chunk_frames or frame_chunk(h, w), len(spec), events)
-        cap = capture_size or frame_size
-        self.root.attrs.update({
-            "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "fps": self.fps,
-            "source": source, "frame_size": [w, h], "capture_size": [int(cap[0]), int(cap[1])],
-            "control_spec": spec.to_dict(), "created": _time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "software_version": software_version(), "has_events": bool(events),
-            "closed": False, "committed": self._committed(), **(extra_attrs or {}),
-        })
+        self.output = output or store_output(path, overwrite, inputs, in_place="never" if atomic else "when_new")
+        self.write_path = self.output.path
+        self.closed = False
+        try:
+            self.root = zarr.open_group(str(self.write_path), mode="w", zarr_format=3)
+            self._create_arrays(chunk_frames or frame_chunk(h, w), len(spec), events)
+            cap = capture_size or frame_size
+            self.root.attrs.update({
+                "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "fps": self.fps,
+                "source": source, "frame_size": [w, h], "capture_size": [int(cap[0]), int(cap[1])],
+                "control_spec": spec.to_dict(), "created": _time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "software_version": software_version(), "has_events": bool(events),
+                "closed": False, "committed": self._committed(), **(extra_attrs or {}),
+            })
+        except BaseException:
+            self.abort()
+            raise
         self.flush_seconds = flush_seconds
         self._last_flush = _time.monotonic()
         self._new_episode = True
-        self.closed = False
-
-    def _target(self, overwrite: bool, atomic: bool) -> Path:
-        """Where the store is written: the target itself, or a hidden sibling (see the class)."""
-        if not (atomic or _check_target(self.path, overwrite)):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            return self.path
-        try:
-            return start_partial(self.path)
-        except OutputError as e:
-            raise StoreError(str(e)) from None
 
     def _create_arrays(self, chunk_frames: int, n_actions: int, events: bool) -> None:
         h, w, _ = self.frame_shape
@@ -212,19 +212,22 @@ class StoreWriter:
         """Write what is pending, mark the store closed, and move it into place if built beside."""
         if self.closed:
             return
-        self.flush()
-        self.root.attrs["closed"] = True
-        if self.write_path != self.path:
-            move_into_place(self.write_path, self.path)
+        try:
+            self.flush()
+            self.root.attrs["closed"] = True
+        except BaseException:
+            self.abort()
+            raise
         self.closed = True
+        self.output.commit()
 
     def abort(self) -> None:
-        """Drop a store being built beside its target (the target is left as it was)."""
+        """Drop a store being built beside its target (the target is left as it was); a recording
+        written in place keeps what it flushed."""
         if self.closed:
             return
         self.closed = True
-        if self.write_path != self.path:
-            shutil.rmtree(self.write_path, ignore_errors=True)
+        self.output.abort()
 
     def __enter__(self) -> StoreWriter:
         return self
@@ -327,21 +330,15 @@ def _async(fs):
     return AsyncFileSystemWrapper(fs, asynchronous=True)
 
 
-def _check_target(path: Path, overwrite: bool) -> bool:
-    """May a store be written at `path`? True when it replaces an existing one (nothing is
-    removed here: the old store stays until the new one is complete)."""
-    if not path.exists():
-        return False
-    if not overwrite:
-        raise StoreError(f"{path}: already exists; choose another --out or pass --overwrite")
-    if path.is_dir() and not any(path.iterdir()):
-        return False
-    if not _looks_like_store(path):
-        raise StoreError(f"{path}: exists and is not a dreamcade store; refusing to overwrite it")
-    return True
+def store_output(path: str | Path, overwrite: bool = False, inputs: list[str | Path] = (), option: str = "--out",
+                 in_place: str = "never") -> Output:
+    """The checked, locked output of a store at `path` (dataset.outputs); --overwrite replaces
+    only a dreamcade store."""
+    return Output(path, what="dreamcade store", inputs=inputs, overwrite=overwrite, option=option,
+                  replaces=looks_like_store, in_place=in_place).__enter__()
 
 
-def _looks_like_store(path: Path) -> bool:
+def looks_like_store(path: Path) -> bool:
     try:
         meta = json.loads((path / "zarr.json").read_text())
         return meta.get("attributes", {}).get("format") == FORMAT_NAME
@@ -374,6 +371,9 @@ class Episode:
 
 class Store:
     """A validated, read-only view of a store that never reads past the committed length."""
+
+    damage_hint = SKIP_HINT
+    """What a damage refusal tells the user to do; a command without --skip-damaged sets its own."""
 
     def __init__(self, path: str | Path, expect_spec: ControlSpec | None = None) -> None:
         self.files = _Files(path)
@@ -582,7 +582,7 @@ class Store:
 
     def _damaged(self, where: str):
         raise StoreError(f"{where}. The store is damaged: `python -m dataset info --verify {self.path}` "
-                         f"lists every damaged chunk; {SKIP_HINT}") from None
+                         f"lists every damaged chunk; {self.damage_hint}") from None
 
     def _array(self, name: str, dtype, ndim: int) -> zarr.Array:
         meta = self.files.name(f"{name}/zarr.json")

@@ -7,9 +7,7 @@ import argparse
 import shlex
 import sys
 
-from dataset import StoreError
-from dataset.controls import SpecError
-from model.checkpoint import CheckpointError
+from dataset.errors import boundary
 
 
 def parse_args(argv=None, prog: str = "dreamcade export") -> argparse.Namespace:
@@ -30,25 +28,17 @@ def parse_args(argv=None, prog: str = "dreamcade export") -> argparse.Namespace:
 
 
 def main(argv=None, prog: str = "dreamcade export") -> int:
-    from pathlib import Path
-
-    from model.world import export_world, is_world
-
     args = parse_args(argv, prog)
-    out = Path(args.out)
-    if out.exists() and not args.overwrite:
-        print(f"error: {out}: already exists; choose another --out or pass --overwrite", file=sys.stderr)
-        return 2
-    if out.exists() and not is_world(out):
-        print(f"error: {out}: exists and is not a world folder; refusing to replace it", file=sys.stderr)
-        return 2
+    return boundary(lambda: run(args, argv), "interrupted: no world written (what was at --out is as it was)")
+
+
+def run(args: argparse.Namespace, argv) -> int:
+    from model.world import export_world
+
     command = " ".join(["dreamcade", "export", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
-    try:
-        info = export_world(args.run, out, args.data, args.report, args.episodes, args.frames, command)
-    except (CheckpointError, StoreError, SpecError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    info = export_world(args.run, args.out, args.data, args.report, args.episodes, args.frames, command,
+                        overwrite=args.overwrite)
     r = info["reference"]
-    print(f"wrote {out}: {info['name']} at step {info['step']}, {r['episodes']} start episodes "
-          f"({r['frames']} frames); play it with `dreamcade play --checkpoint {out}`")
+    print(f"wrote {args.out}: {info['name']} at step {info['step']}, {r['episodes']} start episodes "
+          f"({r['frames']} frames); play it with `dreamcade play --checkpoint {args.out}`")
     return 0

@@ -11,7 +11,6 @@ plots, MP4 videos and index.html, which shows it all on one page.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import textwrap
 from dataclasses import dataclass, field
@@ -20,15 +19,16 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from dataset import StoreError, open_store
+from dataset import open_store
 from dataset.controls import SpecError
+from dataset.errors import boundary
 from dataset.store import store_exists
 from eval import EvalError
 from eval.settings import DriftSettings, add_options, floats, ints
 from model import sampler as sampling
-from model.checkpoint import CheckpointError
-from model.device import DEVICES, DeviceError, resolve_device
-from model.inference import check_frames, load_for_inference
+from model.device import DEVICES, resolve_device
+from model.frames import check_frames
+from model.inference import load_for_inference
 
 if TYPE_CHECKING:
     from eval.data import EvalData
@@ -216,13 +216,14 @@ def sampler_summary(sampler: SamplerConfig | None, cfg: Config | None, notes: li
 
 def cmd_drift(args: argparse.Namespace) -> int:
     from eval.drift import build_reference, evaluate_model, sessions
-    from eval.report import command_line, drift_metrics, finish_out, prepare_out, provenance, write_drift_report
+    from eval.report import command_line, drift_metrics, provenance, report_output, write_drift_report
 
     settings = DriftSettings.from_args(args)
     device = resolve_device(args.device)
     out = Path(args.out)
-    tmp = prepare_out(out, args.overwrite, args.data + args.session)
-    try:
+    output = report_output(out, args.overwrite, args.data + args.session, [args.checkpoint])
+    with output:
+        tmp = output.path
         x = drift_inputs(args, settings, device)
         ref = build_reference(x.data, settings, device)
         ev = evaluate_model(x.model, x.sampler, ref, x.data, x.cases, settings, device) if x.cases else None
@@ -231,10 +232,6 @@ def cmd_drift(args: argparse.Namespace) -> int:
         prov = provenance(command_line(), ck, x.data.stores, list(args.session), str(device), settings)
         m = drift_metrics(prov, ref, ev, sess, settings, sampler_summary(x.sampler, x.cfg, ref.notes))
         write_drift_report(tmp, m, ev, sess, ref, settings, args.videos)
-        finish_out(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     print_drift(m, out)
     return 0
 
@@ -288,7 +285,7 @@ def sweep_models(args: argparse.Namespace, settings: DriftSettings, device: torc
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from eval.drift import build_reference
-    from eval.report import command_line, finish_out, prepare_out, provenance, write_sweep_report
+    from eval.report import command_line, provenance, report_output, write_sweep_report
     from eval.sweep import best, format_table, run_sweep
 
     settings = DriftSettings.from_args(args)
@@ -300,8 +297,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         sampling.check_context_noise(level, "--context-noise")
     device = resolve_device(args.device)
     out = Path(args.out)
-    tmp = prepare_out(out, args.overwrite, args.data)
-    try:
+    output = report_output(out, args.overwrite, args.data, list(args.checkpoint))
+    with output:
+        tmp = output.path
         models = sweep_models(args, settings, device)
         ref = build_reference(models[0].data, settings, device)
         if len({m.cfg.data.context for m in models}) > 1:
@@ -313,10 +311,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         m = {**prov, "checkpoint": None, "checkpoints": prov["checkpoint"], "notes": ref.notes,
              "reference": ref.summary(), "rows": rows, "curves": curves, "best": best(rows)}
         write_sweep_report(tmp, m)
-        finish_out(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     for n in m["notes"]:
         print(f"note: {n}", file=sys.stderr)
     print(format_table(rows))
@@ -326,21 +320,25 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_video(args: argparse.Namespace) -> int:
     from dataset import open_store
-    from eval.video import CLIP_KINDS, write_clip
+    from eval.video import CLIP_KINDS, clip_output, write_clip
 
     out = Path(args.out)
     if out.suffix.lower() not in CLIP_KINDS:
         raise EvalError(f"--out {out}: a clip is a .mp4 or a .gif")
-    if out.exists() and not args.overwrite:
-        raise EvalError(f"--out {out}: already exists; choose another --out or pass --overwrite")
     if args.scale < 1 or (args.fps is not None and not args.fps > 0) or (args.frames is not None and args.frames < 1):
         raise EvalError("--scale and --frames must be at least 1 and --fps positive")
-    s = open_store(args.store)
-    eps = s.episodes()
-    if args.episode is not None:
-        if not 0 <= args.episode < len(eps):
-            raise EvalError(f"--episode {args.episode}: {args.store} has {len(eps)} episodes (0 to {len(eps) - 1})")
-        eps = [eps[args.episode]]
+    output = clip_output(out, args.overwrite, [args.store])
+    try:
+        s = open_store(args.store)
+        s.damage_hint = "render an undamaged episode with --episode N"
+        eps = s.episodes()
+        if args.episode is not None:
+            if not 0 <= args.episode < len(eps):
+                raise EvalError(f"--episode {args.episode}: {args.store} has {len(eps)} episodes (0 to {len(eps) - 1})")
+            eps = [eps[args.episode]]
+    except BaseException:
+        output.abort()
+        raise
     limit = args.frames or sum(len(e) for e in eps)
 
     def frames():  # chunk by chunk, so a long session never sits in memory whole (as MP4)
@@ -352,13 +350,10 @@ def cmd_video(args: argparse.Namespace) -> int:
                 left -= len(block)
                 if left <= 0:
                     return
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        n = write_clip(out, frames(), args.fps or s.fps, args.scale)
-    except OSError as e:
-        raise EvalError(f"--out {out}: cannot write it ({e.strerror or e})") from None
-    if n == 0:
-        raise EvalError(f"{args.store}: no frames to render")
+    with output:
+        n = write_clip(output.path, frames(), args.fps or s.fps, args.scale)
+        if n == 0:
+            raise EvalError(f"{args.store}: no frames to render")
     print(f"wrote {out}: {n} frames at {args.fps or s.fps:g} frames/s")
     return 0
 
@@ -367,14 +362,9 @@ def main(argv=None, prog: str = "python -m eval") -> int:
     args = parse_args(argv, prog)
     if getattr(args, "threads", 0) > 0:
         torch.set_num_threads(args.threads)
-    try:
-        return {"drift": cmd_drift, "sweep": cmd_sweep, "video": cmd_video}[args.command](args)
-    except (EvalError, StoreError, CheckpointError, SpecError, sampling.SamplerError, DeviceError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: no report written", file=sys.stderr)
-        return 130
+    work = {"drift": cmd_drift, "sweep": cmd_sweep, "video": cmd_video}[args.command]
+    return boundary(lambda: work(args), f"interrupted: no {'clip' if args.command == 'video' else 'report'} "
+                    "written (what was at --out is as it was)")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 versions, checkpoint step and data paths), PNG plots, one MP4 per episode (recorded | generated,
 the metric drawn under it) and index.html, which shows it all on one page.
 
-A report is written to a temporary folder beside the target and renamed into place at the end,
-so an interrupted evaluation never leaves a folder that looks complete.
+A report is written to a temporary folder beside the target and renamed into place at the end
+(dataset.outputs), so an interrupted evaluation never leaves a folder that looks complete.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from dataset.outputs import OutputError, check_apart, move_into_place, start_partial
+from dataset.outputs import Output
 from dataset.store import software_version
-from eval import EvalError
 from eval import html as H
 from eval.drift import ModelEval
 from eval.plots import GEN, REAL, plot_health, plot_quality, plot_sweep
@@ -35,30 +34,11 @@ REPORT_MARK = "metrics.json"
 
 # -- the folder -----------------------------------------------------------------------------------------
 
-def prepare_out(out: Path, overwrite: bool, inputs: list[str] = ()) -> Path:
-    """Check the target (never one of the input stores, nor inside or around one) and return a
-    fresh temporary folder beside it; EvalError when it cannot be written there."""
-    try:
-        check_apart(out, list(inputs))
-    except OutputError as e:
-        raise EvalError(str(e)) from None
-    if out.exists():
-        if not out.is_dir():
-            raise EvalError(f"{out}: exists and is a file; choose another --out")
-        if any(out.iterdir()):
-            if not overwrite:
-                raise EvalError(f"{out}: already exists; choose another --out or pass --overwrite")
-            if not (out / REPORT_MARK).is_file():
-                raise EvalError(f"{out}: exists and is not an eval report (no {REPORT_MARK}); refusing to replace it")
-    try:
-        return start_partial(out)
-    except OutputError as e:
-        raise EvalError(str(e)) from None
-
-
-def finish_out(tmp: Path, out: Path) -> Path:
-    """Move the finished report into place (an old report is swapped out, then removed)."""
-    return move_into_place(tmp, out)
+def report_output(out: str | Path, overwrite: bool, inputs: list[str] = (), around: list[str] = ()) -> Output:
+    """The report folder as an output (dataset.outputs), checked and locked before any work:
+    never one of the input stores, nor inside or around one; --overwrite replaces only a report."""
+    return Output(out, what="eval report", inputs=list(inputs), around=[a for a in around if a],
+                  overwrite=overwrite, replaces=lambda p: (p / REPORT_MARK).is_file()).__enter__()
 
 
 def write_json(path: Path, obj: dict) -> None:

@@ -8,6 +8,8 @@ from pathlib import Path
 import imageio.v3 as iio
 import numpy as np
 
+from dataset.outputs import Output
+
 
 def upscale(frames: np.ndarray, scale: int) -> np.ndarray:
     """Nearest-neighbour upscaling of uint8 [..., H, W, 3]."""
@@ -75,29 +77,31 @@ CLIP_KINDS = (".mp4", ".gif")
 
 def write_clip(path: str | Path, frames, fps: float, scale: int = 1) -> int:
     """Frames (an iterable of uint8 [H, W, 3]) to an MP4 (streamed) or a GIF (by the suffix),
-    nearest-neighbour upscaled; written beside `path` and moved into place when complete.
-    Returns the number of frames (0: nothing was written)."""
-    import os
-
+    nearest-neighbour upscaled, at `path` (the path of a clip_output, which puts the clip in place
+    when it is complete). Returns the number of frames (0: nothing was written)."""
     path = Path(path)
     if path.suffix.lower() not in CLIP_KINDS:
         raise ValueError(f"{path}: a clip is .mp4 or .gif")
-    tmp = path.with_name(f".{path.stem}.partial-{os.getpid()}{path.suffix}")
     n = 0
-    try:
-        if path.suffix.lower() == ".mp4":
-            with VideoWriter(tmp, fps) as w:
-                for f in frames:
-                    w.write(upscale(np.asarray(f), scale))
-                    n += 1
-        else:
-            stack = [upscale(np.asarray(f), scale) for f in frames]
-            n = len(stack)
-            if n:
-                iio.imwrite(tmp, np.stack(stack), plugin="pillow", extension=".gif",
-                            duration=1000.0 / fps, loop=0)
+    if path.suffix.lower() == ".mp4":
+        with VideoWriter(path, fps) as w:
+            for f in frames:
+                w.write(upscale(np.asarray(f), scale))
+                n += 1
+    else:
+        stack = [upscale(np.asarray(f), scale) for f in frames]
+        n = len(stack)
         if n:
-            os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+            iio.imwrite(path, np.stack(stack), plugin="pillow", extension=".gif", duration=1000.0 / fps, loop=0)
     return n
+
+
+def is_clip(path: Path) -> bool:
+    return path.is_file() and path.suffix.lower() in CLIP_KINDS
+
+
+def clip_output(path: str | Path, overwrite: bool, inputs: list[str | Path] = (), option: str = "--out") -> Output:
+    """A clip as an output (dataset.outputs), checked and locked before any frame is made:
+    --overwrite replaces only a clip."""
+    return Output(path, what="clip", inputs=list(inputs), overwrite=overwrite, option=option, file=True,
+                  replaces=is_clip).__enter__()

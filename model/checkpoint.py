@@ -23,6 +23,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open, save_file
 
 from dataset.controls import ControlSpec, SpecError
+from dataset.errors import UserError
 from dataset.store import software_version
 from model.config import Config, ConfigError
 from model.config_file import from_dict, to_dict
@@ -33,7 +34,7 @@ MODEL_VERSION = 1
 MODEL_FILE = "model.safetensors"
 
 
-class CheckpointError(Exception):
+class CheckpointError(UserError):
     """A checkpoint that cannot be loaded; the message names the file and the fix."""
 
 
@@ -49,10 +50,14 @@ def _fsync_dir(path: Path) -> None:
 
 def _write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
     _fsync_dir(path.parent)
 
@@ -99,7 +104,11 @@ def export_model(path: str | Path, model: Denoiser, cfg: Config, step: int, extr
     meta = {"format": MODEL_FORMAT, "format_version": str(MODEL_VERSION), "config": json.dumps(to_dict(cfg)),
             "control_spec": json.dumps(model.spec.to_dict()), "step": str(step),
             "software_version": software_version(), **(extra or {})}
-    _save_tensors(model.state_dict(), tmp, meta)
+    try:
+        _save_tensors(model.state_dict(), tmp, meta)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
     _fsync_dir(path.parent)
     return path
@@ -138,12 +147,17 @@ def load_model(path: str | Path, device: str | torch.device = "cpu",
         raise CheckpointError(f"{path}: made by a newer dreamcade (model format {meta['format_version']}); upgrade")
     try:
         cfg = from_dict(Config, json.loads(meta["config"]), where=f"{path} config")
+        cfg.check()
         spec = ControlSpec.from_dict(json.loads(meta["control_spec"]), where=f"{path} control_spec")
-    except (ConfigError, SpecError, KeyError, ValueError) as e:
+    except (ConfigError, SpecError, KeyError, ValueError, TypeError, AttributeError) as e:
         raise CheckpointError(f"{path}: broken metadata: {e}") from None
     check_spec(spec, expect_spec, path)
     model = Denoiser(cfg.model, cfg.diffusion, spec, cfg.data.context)
-    model.load_state_dict(load_file(str(path)))
+    try:
+        model.load_state_dict(load_file(str(path)))
+    except RuntimeError as e:  # weights of another shape than the metadata's config and control spec
+        raise CheckpointError(f"{path}: its weights do not fit its own config ({str(e).strip().splitlines()[0][:200]}); "
+                              "the file is damaged or was edited: train or export it again") from None
     return model.to(device).eval(), cfg, meta
 
 
@@ -209,17 +223,21 @@ def save_training_state(run_dir: Path, step: int, model: torch.nn.Module, ema: t
     tmp = ckpts / f".tmp-{name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    _save_tensors(model.state_dict(), tmp / "model.safetensors")
-    _save_tensors(ema.state_dict(), tmp / "ema.safetensors")
-    opt_tensors, groups = _optimizer_tensors(optimizer)
-    _save_tensors(opt_tensors, tmp / "optimizer.safetensors")
-    rngs = rngs or [rng_state()]
-    for rank, (tensors, _) in enumerate(rngs):
-        _save_tensors(tensors, tmp / ("rng.safetensors" if rank == 0 else f"rng_rank{rank}.safetensors"))
-    state = {"step": step, "config": to_dict(cfg), "param_groups": groups, "rng": rngs[0][1],
-             "rng_ranks": [plain for _, plain in rngs[1:]], "processes": len(rngs), **extra}
-    _write_atomic(tmp / "state.json", json.dumps(state).encode())
-    _fsync_dir(tmp)
+    try:  # a failure (a full disk) leaves no temporary behind, and the last checkpoint as it was
+        _save_tensors(model.state_dict(), tmp / "model.safetensors")
+        _save_tensors(ema.state_dict(), tmp / "ema.safetensors")
+        opt_tensors, groups = _optimizer_tensors(optimizer)
+        _save_tensors(opt_tensors, tmp / "optimizer.safetensors")
+        rngs = rngs or [rng_state()]
+        for rank, (tensors, _) in enumerate(rngs):
+            _save_tensors(tensors, tmp / ("rng.safetensors" if rank == 0 else f"rng_rank{rank}.safetensors"))
+        state = {"step": step, "config": to_dict(cfg), "param_groups": groups, "rng": rngs[0][1],
+                 "rng_ranks": [plain for _, plain in rngs[1:]], "processes": len(rngs), **extra}
+        _write_atomic(tmp / "state.json", json.dumps(state).encode())
+        _fsync_dir(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     final = ckpts / name
     if final.exists():
         shutil.rmtree(final)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import torch
 
+from dataset.errors import UserError
 from model.denoiser import Denoiser
 
 
 DEVICES = ("auto", "cpu", "cuda")
 
 
-class DeviceError(ValueError):
+class DeviceError(UserError, ValueError):
     """A device that is not here; the message says what to use instead."""
 
 

@@ -35,15 +35,16 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from dataset import StoreError, make_loader
+from dataset import make_loader
 from dataset.batch import Batch
-from model.checkpoint import CheckpointError, check_spec, export_model, load_model
+from dataset.errors import boundary
+from model.checkpoint import check_spec, export_model, load_model
 from model.config import STEPS, Config, ConfigError
 from model.config_file import to_dict
 from model.denoiser import Denoiser
 from model.device import configure, resolve_device
 from model.sampler import next_frame, sample, schedule
-from model.training import Logger, build_data, make_optimizer, set_lr, write_world
+from model.training import Logger, build_data, make_optimizer, run_output, set_lr, write_world
 
 
 @dataclass
@@ -128,66 +129,67 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
     teacher, tcfg, meta = load_model(checkpoint)
     settings.check(tcfg.sampler.steps)
     cfg = student_config(tcfg, name, out_dir, settings.steps)
-    run_dir = cfg.run_dir
-    if (run_dir / "model.safetensors").exists():
-        raise ConfigError(f"{run_dir}: a run of this name exists; pass --name <new name> or remove it")
-    iterations = settings.iterations or max(1, tcfg.train.steps // 7)
-    batch_size = settings.batch_size or tcfg.train.batch_size
-    cfg.train.seed = settings.seed
-    train_ds, val_ds = build_data(tcfg)
-    check_spec(teacher.spec, train_ds.spec, checkpoint)
-    teacher = configure(teacher, dev, tcfg.train.precision, tcfg.train.channels_last).eval().requires_grad_(False)
-    student = copy.deepcopy(teacher).train().requires_grad_(True)
-    cfg.optim.lr = settings.lr
-    optimizer = make_optimizer(student, cfg)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "stats.jsonl").unlink(missing_ok=True)  # the log of a distillation killed before its model
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    record = {"teacher": str(checkpoint), "teacher_step": int(meta.get("step", 0)),
-              "teacher_steps": tcfg.sampler.steps, "method": "trajectory", **asdict(settings),
-              "iterations": iterations, "batch_size": batch_size}
-    logger = Logger(cfg, run_dir, True)
-    torch.manual_seed(settings.seed)
-    g = torch.Generator(dev).manual_seed(settings.seed)
-    print(f"{name}: distilling {checkpoint} ({tcfg.sampler.steps} steps) into {settings.steps} step(s), "
-          f"{iterations} iterations of {batch_size} windows on {dev}", file=sys.stderr)
-    bar = tqdm(total=iterations, unit="step", disable=not progress, dynamic_ncols=True)
-    step, epoch, t0 = 0, 0, time.time()
-    while step < iterations:
-        for batch in make_loader(train_ds, batch_size, seed=settings.seed, epoch=epoch):
-            loss = distill_loss(teacher, student, batch.to(dev), tcfg.sampler, cfg.sampler, g)
-            loss.backward()
-            if not math.isfinite(loss.item()):
-                raise ConfigError(f"the distillation loss is {loss.item()} at step {step}; lower --lr")
-            grad_norm = torch.nn.utils.clip_grad_norm_(student.parameters(), cfg.optim.grad_clip or math.inf)
-            set_lr(optimizer, settings.lr * min(1.0, (step + 1) / 20))
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            if step % 10 == 0 or step == iterations:
-                logger.log(step, {"distill/loss": loss.item(), "distill/grad_norm": float(grad_norm)})
-                bar.set_postfix(loss=f"{loss.item():.5f}")
-            bar.update(1)
-            if step >= iterations:
-                break
-        epoch += 1
-    bar.close()
-    student.eval().requires_grad_(False)
-    record["minutes"] = round((time.time() - t0) / 60, 2)
-    if val_ds is not None:
-        figures = {"val/psnr": held_out_psnr(val_ds, sampled(student, cfg.sampler, settings.seed), dev),
-                   "val/psnr_teacher": held_out_psnr(val_ds, sampled(teacher, tcfg.sampler, settings.seed), dev),
-                   "val/psnr_repeat_last": held_out_psnr(val_ds, lambda c, a, m: c[:, -1], dev)}
-        logger.log(step, figures)
-        record.update(val_psnr=figures["val/psnr"], val_psnr_teacher=figures["val/psnr_teacher"])
-        print(f"one-step PSNR on {min(len(val_ds), 256)} held-out windows: student {figures['val/psnr']:.2f} dB, "
-              f"teacher {figures['val/psnr_teacher']:.2f} dB", file=sys.stderr)
-    logger.close()
-    (run_dir / "distill.json").write_text(json.dumps(record, indent=1) + "\n")
-    export_model(run_dir / "model.safetensors", student, cfg, int(meta.get("step", 0)),
-                 extra={"distilled": json.dumps(record)})
-    print(f"done: {run_dir / 'model.safetensors'} ({record['minutes']} minutes)", file=sys.stderr)
-    write_world(run_dir)
+    with run_output(cfg):  # checked and locked: a second distillation of this name is refused
+        run_dir = cfg.run_dir
+        if (run_dir / "model.safetensors").exists():
+            raise ConfigError(f"{run_dir}: a run of this name exists; pass --name <new name> or remove it")
+        iterations = settings.iterations or max(1, tcfg.train.steps // 7)
+        batch_size = settings.batch_size or tcfg.train.batch_size
+        cfg.train.seed = settings.seed
+        train_ds, val_ds = build_data(tcfg)
+        check_spec(teacher.spec, train_ds.spec, checkpoint)
+        teacher = configure(teacher, dev, tcfg.train.precision, tcfg.train.channels_last).eval().requires_grad_(False)
+        student = copy.deepcopy(teacher).train().requires_grad_(True)
+        cfg.optim.lr = settings.lr
+        optimizer = make_optimizer(student, cfg)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "stats.jsonl").unlink(missing_ok=True)  # the log of a distillation killed before its model
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+        record = {"teacher": str(checkpoint), "teacher_step": int(meta.get("step", 0)),
+                  "teacher_steps": tcfg.sampler.steps, "method": "trajectory", **asdict(settings),
+                  "iterations": iterations, "batch_size": batch_size}
+        logger = Logger(cfg, run_dir, True)
+        torch.manual_seed(settings.seed)
+        g = torch.Generator(dev).manual_seed(settings.seed)
+        print(f"{name}: distilling {checkpoint} ({tcfg.sampler.steps} steps) into {settings.steps} step(s), "
+              f"{iterations} iterations of {batch_size} windows on {dev}", file=sys.stderr)
+        bar = tqdm(total=iterations, unit="step", disable=not progress, dynamic_ncols=True)
+        step, epoch, t0 = 0, 0, time.time()
+        while step < iterations:
+            for batch in make_loader(train_ds, batch_size, seed=settings.seed, epoch=epoch):
+                loss = distill_loss(teacher, student, batch.to(dev), tcfg.sampler, cfg.sampler, g)
+                loss.backward()
+                if not math.isfinite(loss.item()):
+                    raise ConfigError(f"the distillation loss is {loss.item()} at step {step}; lower --lr")
+                grad_norm = torch.nn.utils.clip_grad_norm_(student.parameters(), cfg.optim.grad_clip or math.inf)
+                set_lr(optimizer, settings.lr * min(1.0, (step + 1) / 20))
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                if step % 10 == 0 or step == iterations:
+                    logger.log(step, {"distill/loss": loss.item(), "distill/grad_norm": float(grad_norm)})
+                    bar.set_postfix(loss=f"{loss.item():.5f}")
+                bar.update(1)
+                if step >= iterations:
+                    break
+            epoch += 1
+        bar.close()
+        student.eval().requires_grad_(False)
+        record["minutes"] = round((time.time() - t0) / 60, 2)
+        if val_ds is not None:
+            figures = {"val/psnr": held_out_psnr(val_ds, sampled(student, cfg.sampler, settings.seed), dev),
+                       "val/psnr_teacher": held_out_psnr(val_ds, sampled(teacher, tcfg.sampler, settings.seed), dev),
+                       "val/psnr_repeat_last": held_out_psnr(val_ds, lambda c, a, m: c[:, -1], dev)}
+            logger.log(step, figures)
+            record.update(val_psnr=figures["val/psnr"], val_psnr_teacher=figures["val/psnr_teacher"])
+            print(f"one-step PSNR on {min(len(val_ds), 256)} held-out windows: student {figures['val/psnr']:.2f} dB, "
+                  f"teacher {figures['val/psnr_teacher']:.2f} dB", file=sys.stderr)
+        logger.close()
+        (run_dir / "distill.json").write_text(json.dumps(record, indent=1) + "\n")
+        export_model(run_dir / "model.safetensors", student, cfg, int(meta.get("step", 0)),
+                     extra={"distilled": json.dumps(record)})
+        print(f"done: {run_dir / 'model.safetensors'} ({record['minutes']} minutes)", file=sys.stderr)
+        write_world(run_dir)
     return run_dir
 
 
@@ -212,12 +214,9 @@ def main(argv=None, prog: str = "python -m model.distill") -> int:
     name = args.name or f"{run.resolve().name}-{args.steps}step"
     out_dir = args.out_dir or str(run.resolve().parent)
     settings = DistillSettings(args.steps, args.iterations, args.lr, args.batch_size, args.seed)
-    try:
-        distill(args.checkpoint, settings, name, out_dir, args.device, args.threads, progress=not args.quiet)
-    except (ConfigError, CheckpointError, StoreError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return boundary(lambda: distill(args.checkpoint, settings, name, out_dir, args.device, args.threads,
+                                    progress=not args.quiet) and 0,
+                    "interrupted: no student written (a distillation has no checkpoints; run it again)")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Loading a model for inference, one way for play, eval, bench and train's samples: the file,
-the device, the precision and the speed switches; and the check that a store's frames fit it."""
+the device, the precision and the speed switches."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 import torch
 
 from dataset.controls import ControlSpec
-from dataset.store import Store, StoreError, open_store
 from model.checkpoint import check_spec, load_model
 from model.config import Config
 from model.denoiser import Denoiser
@@ -22,7 +21,7 @@ def load_for_inference(path: str | Path, device: str = "auto", precision: str = 
     (model.world), a run folder or a model file. CheckpointError names the file; DeviceError a device that is not here. `compile` uses
     CUDA graphs on CUDA (torch.compile mode "reduce-overhead")."""
     dev = resolve_device(device)
-    if Path(path).is_dir() and (Path(path) / "config.json").is_file():  # a world folder
+    if is_world_folder(path):
         from model.world import load_world  # diffusers is imported only for a world
 
         model, cfg, meta = load_world(path)
@@ -33,31 +32,11 @@ def load_for_inference(path: str | Path, device: str = "auto", precision: str = 
     return configure(model, dev, precision, channels_last, compile, mode).eval(), cfg, meta, dev
 
 
-def training_store(cfg: Config) -> Store | None:
-    """The first of the model's training stores that is here and opens, else None."""
-    for p in cfg.data.stores:
-        try:
-            return open_store(p)
-        except StoreError:
-            continue
-    return None
+WORLD_FILES = ("config.json", "diffusion_pytorch_model.safetensors", "world.json", "reference.zarr")
+"""Files only a world folder holds (model.world): a folder with any of them loads as a world, so a
+damaged one is called a damaged world, not a run without model.safetensors."""
 
 
-def trained_frame_shape(cfg: Config) -> tuple[int, int, int] | None:
-    """(H, W, 3) of the frames the model was trained on, when one of its stores is here."""
-    store = training_store(cfg)
-    return None if store is None else store.frame_shape
-
-
-def check_frames(store: Store, cfg: Config, model_name: str = "the model") -> None:
-    """A store's frames must be the size the model was trained at (when its data is here to
-    tell) and divide by the UNet's downsampling; StoreError says which size to build."""
-    trained = trained_frame_shape(cfg)
-    if trained is not None and trained != store.frame_shape:
-        h, w = trained[:2]
-        raise StoreError(f"{store.path}: frames are {store.width}x{store.height} but {model_name} was trained on "
-                         f"{w}x{h}; build a store at that size (`python -m dataset build ... --size {w}x{h}`)")
-    levels = 2 ** (len(cfg.model.channels) - 1)
-    if store.width % levels or store.height % levels:
-        raise StoreError(f"{store.path}: frames are {store.width}x{store.height}; {model_name} needs sizes "
-                         f"that divide by {levels}")
+def is_world_folder(path: str | Path) -> bool:
+    path = Path(path)
+    return path.is_dir() and not (path / "model.safetensors").exists() and any((path / f).exists() for f in WORLD_FILES)

@@ -12,6 +12,7 @@ from typing import Callable
 
 import torch
 
+from dataset.errors import UserError
 from dataset.pixels import quantize
 from model import edm
 from model.config import STEPS, SamplerConfig
@@ -20,7 +21,7 @@ Denoise = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 __all__ = ["STEPS", "SamplerError", "check_steps", "check_context_noise", "context_noise_used", "settings", "schedule", "sample", "next_frame"]
 
 
-class SamplerError(ValueError):
+class SamplerError(UserError, ValueError):
     """Sampler settings that cannot be used; the message names the option and the range."""
 
 

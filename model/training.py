@@ -3,18 +3,22 @@ the optimizer and its schedule, the run folder, the log. The loop itself stays i
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from dataset import StoreError, WindowDataset, open_store
+from dataset import WindowDataset, open_store
 from dataset.batch import Batch
 from dataset.controls import ControlSpec
+from dataset.errors import UserError
+from dataset.outputs import Output
 from dataset.windows import AllDamagedError, NoEpisodesError
-from model.checkpoint import CheckpointError, export_model, latest_checkpoint, save_training_state
+from model.checkpoint import export_model, latest_checkpoint, save_training_state
 from model.config import Config, ConfigError
 from model.config_file import to_dict
 from model.denoiser import Denoiser
@@ -61,9 +65,27 @@ def check_resume(checkpoint: Path, data: WindowDataset) -> None:
                          f"the checkpoint {checkpoint}")
 
 
+RUN_FILES = {"config.yaml", "stats.jsonl", "checkpoints", "model.safetensors", "samples", "world", "windows", "wandb"}
+"""What a run folder holds; a folder with anything else is not a run, and train never writes into it."""
+
+
+def run_output(cfg: Config) -> contextlib.AbstractContextManager:
+    """The run folder as an output (dataset.outputs): checked, and locked by the first process
+    for the whole training, so a second training of the same name is refused while this one runs.
+    Other processes of a multi-process run (RANK > 0) hold nothing."""
+    if int(os.environ.get("RANK", "0")) != 0:
+        return contextlib.nullcontext()
+    return Output(cfg.run_dir, what="run folder", inputs=cfg.data.stores, option=f"out_dir/name ({cfg.run_dir})",
+                  in_place="always")
+
+
 def prepare_run(cfg: Config, resume: bool) -> Path | None:
     """Check the run folder before any work; returns the checkpoint to resume from."""
     run_dir = cfg.run_dir
+    other = sorted(p.name for p in run_dir.iterdir() if p.name not in RUN_FILES) if run_dir.is_dir() else []
+    if other:
+        raise ConfigError(f"{run_dir}: exists and is not a run folder (it holds {', '.join(other[:3])}); train "
+                          "writes nowhere else: set out_dir=... or name=... to another folder")
     ckpt = latest_checkpoint(run_dir)
     if resume:
         if ckpt is None:
@@ -172,8 +194,9 @@ def write_world(run_dir: Path) -> None:
     from model.world import export_world
 
     try:
-        export_world(run_dir, run_dir / "world", command=f"dreamcade export {run_dir} --out {run_dir / 'world'}")
-    except (CheckpointError, StoreError, OSError) as e:
+        export_world(run_dir, run_dir / "world", command=f"dreamcade export {run_dir} --out {run_dir / 'world'}",
+                     overwrite=True)  # the run's own world, made again by a resumed run
+    except (UserError, OSError) as e:
         print(f"note: no world folder written ({e}); write it with `dreamcade export {run_dir} --out WORLD`",
               file=sys.stderr)
         return

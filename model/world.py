@@ -31,6 +31,7 @@ from model.checkpoint import CheckpointError, check_complete, load_model
 from model.config import Config, ConfigError
 from model.config_file import from_dict, to_dict
 from model.denoiser import Denoiser
+from model.frames import check_frames
 
 WORLD_FORMAT = "dreamcade.world"
 WORLD_VERSION = 1
@@ -56,8 +57,13 @@ class World(ModelMixin, ConfigMixin):
 
 
 def parse(config: dict, control_spec: dict, where: str) -> tuple[Config, ControlSpec]:
-    return (from_dict(Config, config, where=f"{where} config"),
-            ControlSpec.from_dict(control_spec, where=f"{where} control_spec"))
+    """The config and control spec of a world, checked as strictly as a run's (every rule)."""
+    for key, value in (("config", config), ("control_spec", control_spec)):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: {key!r} must be a mapping, got {type(value).__name__}")
+    cfg = from_dict(Config, config, where=f"{where} config")
+    cfg.check()
+    return cfg, ControlSpec.from_dict(control_spec, where=f"{where} control_spec")
 
 
 def is_world(path: str | Path) -> bool:
@@ -75,23 +81,31 @@ def load_world(path: str | Path) -> tuple[Denoiser, Config, dict]:
     """(the denoiser on the CPU in eval mode, its config with data.stores = the world's reference
     store, metadata). CheckpointError names the file."""
     path = Path(path)
+    again = f"export it again (`dreamcade export RUN --out {path}`)"
+    for name in (CONFIG_FILE, WEIGHTS_FILE, REFERENCE):
+        if not (path / name).exists():
+            raise CheckpointError(f"{path / name}: missing from the world folder; {again}")
     weights = path / WEIGHTS_FILE
-    if not weights.is_file():
-        raise CheckpointError(f"{path}: a world folder without {WEIGHTS_FILE}; export it again "
-                              "(`dreamcade export RUN --out WORLD`)")
     check_complete(weights)
     try:
         raw = json.loads((path / CONFIG_FILE).read_text())
+        if not isinstance(raw, dict):
+            raise ConfigError(f"the file holds a {type(raw).__name__}, not a mapping")
         if int(raw.get("format_version", 0)) > WORLD_VERSION:
             raise CheckpointError(f"{path / CONFIG_FILE}: made by a newer dreamcade (world format "
                                   f"{raw['format_version']}); upgrade")
         parse(raw["config"], raw["control_spec"], str(path / CONFIG_FILE))  # our message, not diffusers'
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder: never the network
-        world = World.from_pretrained(str(path), use_safetensors=True, low_cpu_mem_usage=False)
     except (ConfigError, SpecError, KeyError, TypeError, ValueError, OSError) as e:
-        raise CheckpointError(f"{path / CONFIG_FILE}: not a loadable world ({type(e).__name__}: {e})") from None
+        raise CheckpointError(f"{path / CONFIG_FILE}: not a loadable world ({type(e).__name__}: "
+                              f"{str(e).splitlines()[0] if str(e) else ''}); {again}") from None
+    try:
+        world = World.from_pretrained(str(path), use_safetensors=True, low_cpu_mem_usage=False)
+    except (RuntimeError, ValueError, KeyError, OSError) as e:  # weights of another shape than config.json's
+        raise CheckpointError(f"{weights}: does not fit {CONFIG_FILE} ({type(e).__name__}: "
+                              f"{str(e).strip().splitlines()[0][:200]}); {again}") from None
     cfg, _ = parse(world.config.config, world.config.control_spec, str(path / CONFIG_FILE))
-    cfg.data.stores = [str((path / REFERENCE).resolve())] if (path / REFERENCE).is_dir() else []
+    cfg.data.stores = [str((path / REFERENCE).resolve())]
     meta = {"format": WORLD_FORMAT, "step": str(world.config.step), "world": str(path)}
     return world.denoiser.eval(), cfg, meta
 
@@ -155,27 +169,47 @@ def training_summary(run: Path) -> dict:
     return out
 
 
-def report_summary(report: Path) -> dict:
-    """The headline figures of an `eval drift` report (its metrics.json)."""
+def report_summary(report: Path, run: Path | None = None, step: int | None = None) -> dict:
+    """The headline figures of an `eval drift` report (its metrics.json); with `run` and `step`,
+    the report must be of that model (CheckpointError names the model it measured)."""
     try:
         m = json.loads((report / "metrics.json").read_text())
         r = m["rollouts"]
         a = r.get("action_following") or {}
-        return {"report": str(report), "command": m.get("command"), "one_step_psnr": m["one_step"]["model"]["psnr_pooled"],
-                "repeat_last_psnr": m["one_step"]["repeat_last"]["psnr_pooled"], "horizon": r["horizon"],
-                "episodes": len(r["episodes"]), "healthy_horizon_min": r["healthy_horizon"]["min"],
-                "healthy_horizon_median": r["healthy_horizon"]["median"],
-                "action_following": a.get("accuracy"), "action_following_ceiling": a.get("ceiling")}
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        ck = m.get("checkpoint") or {}
+        out = {"report": str(report), "command": m.get("command"), "one_step_psnr": m["one_step"]["model"]["psnr_pooled"],
+               "repeat_last_psnr": m["one_step"]["repeat_last"]["psnr_pooled"], "horizon": r["horizon"],
+               "episodes": len(r["episodes"]), "healthy_horizon_min": r["healthy_horizon"]["min"],
+               "healthy_horizon_median": r["healthy_horizon"]["median"],
+               "action_following": a.get("accuracy"), "action_following_ceiling": a.get("ceiling")}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise CheckpointError(f"{report}: not an `eval drift` report with rollouts ({type(e).__name__}: {e}); "
                               "pass the --out folder of `dreamcade eval drift --checkpoint RUN`") from None
+    if run is not None and not measured(ck, run, step):
+        raise CheckpointError(f"--report {report}: measured {ck.get('path')} (step {ck.get('step')}), not {run} "
+                              f"(step {step}); evaluate this run (`dreamcade eval drift --checkpoint {run} --out "
+                              "REPORT`) and pass that report")
+    return out
+
+
+def measured(checkpoint: dict, run: Path, step: int | None) -> bool:
+    """Whether a report's checkpoint (metrics.json's {path, step}) is `run` at `step`: its run
+    folder, model file or world folder, as written relative to where eval ran or absolute."""
+    from dataset.outputs import local
+
+    path = checkpoint.get("path")
+    if not isinstance(path, str) or (step is not None and str(checkpoint.get("step")) != str(step)):
+        return False
+    run = run.resolve()
+    return local(path, "--report") in {run, run / "model.safetensors", run / "world"}
 
 
 def export_world(run: str | Path, out: str | Path, data: list[str] | None = None, report: str | Path | None = None,
-                 episodes: int = 8, frames_each: int = 500, command: str | None = None) -> dict:
+                 episodes: int = 8, frames_each: int = 500, command: str | None = None,
+                 overwrite: bool = False) -> dict:
     """Write the world folder of a run (its model.safetensors and training data, or `data`)
-    beside `out` and move it into place whole; returns world.json's content."""
-    from dataset.outputs import OutputError, check_apart, move_into_place, start_partial
+    beside `out` and move it into place whole (dataset.outputs); returns world.json's content."""
+    from dataset.outputs import Output
 
     run, out = Path(run), Path(out)
     if is_world(run):
@@ -186,18 +220,15 @@ def export_world(run: str | Path, out: str | Path, data: list[str] | None = None
     if not paths or missing:
         raise StoreError(f"the run's training data ({', '.join(missing or ['none recorded'])}) is not here to "
                          "take start contexts from; pass --data STORE (recordings of the game, its control spec)")
-    stores = [open_store(p, expect_spec=denoiser.spec) for p in paths]
-    figures = report_summary(Path(report)) if report else None
     run_dir = run.parent if run.suffix == ".safetensors" else run
-    try:
-        check_apart(out, paths)
-        o, r = out.resolve(), run_dir.resolve()
-        if o == r or o in r.parents:  # inside the run is fine (train writes <run>/world)
-            raise OutputError(f"--out {out}: is or contains the run {run_dir}; choose another --out")
-        tmp = start_partial(out)
-    except OutputError as e:
-        raise CheckpointError(str(e)) from None
-    try:
+    output = Output(out, what="world folder", inputs=paths, around=[run_dir], overwrite=overwrite,
+                    replaces=is_world)
+    stores = [open_store(p, expect_spec=denoiser.spec) for p in paths]
+    for s in stores:  # the start contexts must be frames the model was trained on
+        check_frames(s, cfg, f"the model {run}")
+    figures = report_summary(Path(report), run_dir, int(meta.get("step", 0))) if report else None
+    with output as o:  # checked and locked here; in place only when complete
+        tmp = o.path
         picked, which = reference_episodes(stores, cfg, episodes)
         ref = {**write_reference(tmp / REFERENCE, picked, frames_each), "which": which}
         world = World(to_dict(cfg), denoiser.spec.to_dict(), int(meta.get("step", 0)))
@@ -217,12 +248,6 @@ def export_world(run: str | Path, out: str | Path, data: list[str] | None = None
                                            f"--iterations {d['iterations']} --name {cfg.name}")
         (tmp / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n")
         (tmp / "README.md").write_text(model_card(info, cfg))
-        move_into_place(tmp, out)
-    except BaseException:
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return info
 
 

@@ -5,6 +5,8 @@ and gamepad events -> action rows through a checkpoint's control spec, and the w
 store), `real_game` (the gymnasium game beside the model on the same input) and `health` (the
 live sharpness figure that warns when the frames go bad). PlayError is here."""
 
+from dataset.errors import UserError
 
-class PlayError(Exception):
+
+class PlayError(UserError):
     """A user mistake or a missing piece; the message names the file or option and the fix."""

@@ -16,12 +16,13 @@ import os
 import sys
 from pathlib import Path
 
-from dataset import StoreError
 from dataset.controls import ControlSpec
-from model.checkpoint import CheckpointError
-from model.config import Config, ConfigError, SamplerConfig
+from dataset.errors import boundary
+from dataset.outputs import check_apart
+from model.config import Config, SamplerConfig
 from model.env import WorldModelEnv
-from model.inference import check_frames, load_for_inference, training_store
+from model.frames import check_frames, training_store
+from model.inference import load_for_inference
 from model.sampler import STEPS, SamplerError, settings
 from play import PlayError
 from play.contexts import Contexts
@@ -88,27 +89,70 @@ def parse_args(argv=None, prog: str | None = None) -> argparse.Namespace:
 
 def build(args: argparse.Namespace) -> Player:
     """Everything the loop needs, from the command line; raises PlayError (and the loaders' errors)."""
-    import torch
-
-    if args.save and Path(args.save).exists():
-        raise PlayError(f"--save {args.save}: already exists; choose a new store path")
     if args.video and Path(args.video).suffix.lower() not in (".mp4", ".gif"):
         raise PlayError(f"--video {args.video}: a clip is a .mp4 or a .gif")
-    if args.video and Path(args.video).exists():
-        raise PlayError(f"--video {args.video}: already exists; choose a new file")
+    outputs = Outputs(args)  # checked and locked before anything loads; removed again on any error
+    try:
+        player = build_player(args, outputs)
+    except BaseException:
+        outputs.abort()
+        raise
+    return player
+
+
+class Outputs:
+    """--save and --video as outputs (dataset.outputs): never an input, inside one or around one,
+    never an existing file or folder."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from dataset.store import store_output
+        from eval.video import clip_output
+
+        world_ref = Path(args.checkpoint) / "reference.zarr"
+        self.inputs = [p for p in (args.data, world_ref if world_ref.exists() else None) if p]
+        self.video = None
+        self.save = store_output(args.save, False, self.inputs, "--save", "when_new") if args.save else None
+        try:
+            self.video = clip_output(args.video, False, self.inputs, "--video") if args.video else None
+        except BaseException:
+            self.abort()
+            raise
+
+    def check_apart(self, stores: list[str]) -> None:
+        """Also apart from the checkpoint's training stores, known once it is loaded."""
+        for opt, o in (("--save", self.save), ("--video", self.video)):
+            if o is not None:
+                check_apart(o.target, stores, opt)
+
+    def abort(self) -> None:
+        for o in (self.save, self.video):
+            if o is not None:
+                o.abort()
+
+
+def build_player(args: argparse.Namespace, outputs: Outputs) -> Player:
+    import torch
+
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     model, cfg, meta, device = load_for_inference(args.checkpoint, args.device, args.precision,
                                                   not args.no_channels_last, args.compile)
+    outputs.check_apart(cfg.data.stores)
     sampler = settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise, hold_levels=args.hold_levels)
     spec = model.spec
-    keymap = parse_keymap(args.keys, spec.names) if args.keys and spec.exclusive else None
+    try:
+        keymap = parse_keymap(args.keys, spec.names) if args.keys and spec.exclusive else None
+    except ValueError as e:  # a --keys mistake
+        raise PlayError(str(e)) from None
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     start = args.data or (cfg.data.stores[0] if "world" in meta and cfg.data.stores else None)  # a world: all of its starts
     contexts = Contexts.load(start, spec, cfg.data.context, cfg.data.stores, cfg.data.val_fraction, seed)
     check_frames(contexts.first, cfg)
     env = WorldModelEnv(model, sampler, device, seed)
-    live = LiveInput(spec, keymap, on_change=lambda text: print(f"play: {text}", file=sys.stderr))
+    try:
+        live = LiveInput(spec, keymap, on_change=lambda text: print(f"play: {text}", file=sys.stderr))
+    except ValueError as e:  # a key name the window does not know
+        raise PlayError(str(e)) from None
     messages = input_messages(spec, live, args.keys)
     if args.episode is not None and not 0 <= args.episode < len(contexts.episodes):
         raise PlayError(f"--episode {args.episode}: there are {len(contexts.episodes)} episodes to start "
@@ -127,10 +171,10 @@ def build(args: argparse.Namespace) -> Player:
     source = {"checkpoint": str(args.checkpoint), "checkpoint_step": int(meta.get("step", 0)),
               "device": str(device), "seed": seed}
     player = Player(env, contexts, live, opts, real, source, messages)
-    if args.save:
-        player.start_saving(Path(args.save))
-    if args.video:
-        player.start_video(Path(args.video))
+    if outputs.save:
+        player.start_saving(Path(args.save), outputs.save)
+    if outputs.video:
+        player.start_video(Path(args.video), outputs.video)
     return player
 
 
@@ -144,17 +188,17 @@ def real_game(cfg: Config, spec: ControlSpec, contexts: Contexts) -> tuple[RealG
 
 def main(argv=None, prog: str | None = None) -> int:
     args = parse_args(argv, prog)
+    return boundary(lambda: run(args))
+
+
+def run(args: argparse.Namespace) -> int:
     import pygame
 
     try:
         player = build(args)
-    except (PlayError, CheckpointError, StoreError, ConfigError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     except pygame.error as e:
-        print(f"error: cannot open a window ({e}); run in a desktop session (DISPLAY set on Linux), "
-              "or set SDL_VIDEODRIVER=dummy to play without one", file=sys.stderr)
-        return 2
+        raise PlayError(f"cannot open a window ({e}); run in a desktop session (DISPLAY set on Linux), "
+                        "or set SDL_VIDEODRIVER=dummy to play without one") from None
     wm = pygame.display.get_wm_info().get("window")
     print(f"play: window ready{f' (X11 window {wm:#x})' if isinstance(wm, int) else ''}", file=sys.stderr, flush=True)
     try:

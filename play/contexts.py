@@ -11,6 +11,8 @@ from dataset import StoreError, open_store
 from dataset.controls import ControlSpec
 from dataset.store import store_exists
 
+PLAY_HINT = "start from another episode (--episode N) or from another store (--data STORE)"
+
 
 class Contexts:
     """Real context windows (L frames and the L-1 actions between them) from store episodes."""
@@ -18,6 +20,8 @@ class Contexts:
     def __init__(self, episodes: list[tuple[str | Path, int, int]], context: int, seed: int | None) -> None:
         self.episodes, self.L = episodes, context
         self.stores = {p: open_store(p) for p in dict.fromkeys(p for p, _, _ in episodes)}
+        for store in self.stores.values():
+            store.damage_hint = PLAY_HINT
         self.rng = np.random.default_rng(seed)
         self.first = self.stores[episodes[0][0]]
 

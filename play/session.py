@@ -9,16 +9,19 @@ import numpy as np
 
 from dataset import StoreWriter
 from dataset.build import idle_row
+from dataset.outputs import Output
 
 
 class Session:
     """A played session as a store: each episode begins with the context the model started from
     (`source.context` frames), then every generated frame with the input held on it."""
 
-    def __init__(self, path: Path, spec, fps: float, frame_size: tuple[int, int], source: dict) -> None:
+    def __init__(self, path: Path, spec, fps: float, frame_size: tuple[int, int], source: dict,
+                 output: Output | None = None) -> None:
+        """`output`: the session's store_output, opened (checked, locked) before play started."""
         self.path, self.spec = path, spec
         self.writer = StoreWriter(path, spec=spec, fps=fps, frame_size=frame_size, source=source,
-                                  events=not spec.exclusive)
+                                  events=not spec.exclusive, output=output)
         self.pending: tuple[np.ndarray, float] | None = None
         self.last_t = -np.inf
 

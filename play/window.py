@@ -13,7 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dataset import StoreError
+from dataset.errors import UserError
+from dataset.outputs import Output
+from dataset.store import store_output
 from model.env import WorldModelEnv
 from model.sampler import STEPS, context_noise_used
 from play import PlayError
@@ -116,14 +118,17 @@ class Player:
             k += 1
         return path
 
-    def start_saving(self, path: Path | None = None) -> None:
+    def start_saving(self, path: Path | None = None, output: Output | None = None) -> None:
+        """Save the session from now on to `path` (its store_output opened by the caller), or to a
+        new store in the save folder."""
         path = path or self._new_path(".zarr")
+        output = output or store_output(path, in_place="when_new", option="F9")
         h, w = self.frame.shape[:2]
         s = self.env.sampler
         source = {**self.source, "kind": "play", "context": int(self.env.mask[0].sum().item()),
                   "context_from": self.context_from if self.env.t == 0 else "generated",
                   "sampler": {"steps": s.steps, "context_noise": s.context_noise, "method": s.method}}
-        self.session = Session(path, self.env.model.spec, self.contexts.first.fps, (w, h), source)
+        self.session = Session(path, self.env.model.spec, self.contexts.first.fps, (w, h), source, output)
         L = self.env.L
         ctx = self.env.frames_uint8()[0]
         keep = self.env.mask[0].cpu().numpy()
@@ -160,7 +165,7 @@ class Player:
         elif name == "save":
             try:
                 self.stop_saving() if self.session else self.start_saving()
-            except (StoreError, OSError) as e:
+            except (UserError, OSError) as e:
                 self.say(f"cannot save the session: {e}")
         elif name == "hud":
             self.hud = not self.hud
@@ -331,9 +336,9 @@ class Player:
         lines += [f"  {' / '.join(keys[n]):<9} {what}" for n, _, what in HOTKEYS if n in keys]
         return lines
 
-    def start_video(self, path: Path) -> None:
-        """Record the window to `path` from now until close()."""
-        self.video = Clip(path, self.opts.fps or self.contexts.first.fps)
+    def start_video(self, path: Path, output: Output) -> None:
+        """Record the window to `path` (its clip_output, opened by the caller) from now until close()."""
+        self.video = Clip(path, output, self.opts.fps or self.contexts.first.fps)
         self.say(f"recording the window to {path}")
 
     def close(self) -> None:
@@ -352,13 +357,13 @@ class Clip:
     """The window's frames streamed to eval.video.write_clip on a thread of its own (encoding
     never stalls the loop); the file appears when close() has written it whole."""
 
-    def __init__(self, path: Path, fps: float) -> None:
+    def __init__(self, path: Path, output: Output, fps: float) -> None:
         import queue
         import threading
 
         from eval.video import write_clip
 
-        self.path, self.n = Path(path), 0
+        self.path, self.output, self.n = Path(path), output, 0
         self.queue: queue.Queue = queue.Queue(maxsize=64)
         self.error: Exception | None = None
 
@@ -368,7 +373,7 @@ class Clip:
 
         def work():
             try:
-                self.n = write_clip(self.path, frames(), fps)
+                self.n = write_clip(self.output.path, frames(), fps)
             except Exception as e:  # an unwritable folder: said at close, play goes on
                 self.error = e
                 for _ in frames():
@@ -382,7 +387,11 @@ class Clip:
     def close(self) -> int:
         self.queue.put(None)
         self.thread.join()
+        if self.error is not None or self.n == 0:
+            self.output.abort()
         if self.error is not None:
             raise PlayError(f"--video {self.path}: not written ({self.error})")
+        if self.n:
+            self.output.commit()
         return self.n
 

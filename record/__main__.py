@@ -7,11 +7,11 @@ import sys
 
 import yaml
 
-from dataset.controls import SpecError
 from dataset.__main__ import parse_size
-from dataset.store import StoreError
+from dataset.errors import boundary
+from dataset.store import store_output
 from record.env import POLICIES, EnvError, EnvRecording, Recorder
-from record.screen import RecordError, ScreenRecorder, ScreenRecording
+from record.screen import ScreenRecorder, ScreenRecording
 
 
 def parse_region(text: str) -> tuple[int, int, int, int]:
@@ -80,21 +80,23 @@ def add_env_parser(sub) -> None:
 
 def cmd_env(args: argparse.Namespace) -> int:
     if args.steps < 1 or args.frameskip < 1:
-        print("error: --steps and --frameskip must be at least 1", file=sys.stderr)
-        return 2
+        raise EnvError("--steps and --frameskip must be at least 1")
     rec = EnvRecording(env_id=args.env_id, policy=args.policy, steps=args.steps, out=args.out,
                        frameskip=args.frameskip, size=args.size, fps=args.fps,
                        repeat_action_probability=args.repeat_action_probability,
                        max_hold=args.max_hold, keys=args.keys, seed=args.seed,
                        overwrite=args.overwrite, env_kwargs=dict(args.env_kwarg))
+    output = store_output(rec.out, rec.overwrite, in_place="when_new")  # checked and locked first
     try:
-        out = Recorder(rec).run(progress=not args.quiet)
-    except (StoreError, EnvError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"\nstopped; the store at {rec.out} holds what was recorded", file=sys.stderr)
-        return 130
+        recorder = Recorder(rec)
+    except BaseException:
+        output.abort()
+        raise
+    try:
+        out = recorder.run(progress=not args.quiet, output=output)
+    except BaseException:
+        output.abort()  # nothing once the store was closed: a stopped recording keeps what it holds
+        raise
     print(f"wrote {out}  (inspect it with: python -m dataset info {out})")
     return 0
 
@@ -162,14 +164,7 @@ def cmd_screen(args: argparse.Namespace) -> int:
                           duration=args.duration, follow_focus=not args.ignore_focus,
                           queue_seconds=args.queue_seconds, flush_seconds=args.flush_seconds,
                           gamepad_hz=args.gamepad_hz, overwrite=args.overwrite, quiet=args.quiet)
-    try:
-        ScreenRecorder(rec).run()
-    except (RecordError, StoreError, SpecError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"\ninterrupted; the store at {rec.out} holds what was flushed", file=sys.stderr)
-        return 130
+    ScreenRecorder(rec).run()
     print(f"wrote {rec.out}  (inspect it with: python -m dataset info {rec.out})")
     return 0
 
@@ -186,7 +181,7 @@ def build_parser(prog: str = "python -m record") -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, prog: str = "python -m record") -> int:
     args = build_parser(prog).parse_args(argv)
-    return args.func(args)
+    return boundary(lambda: args.func(args), f"stopped; the store at {args.out} holds what was recorded")
 
 
 if __name__ == "__main__":

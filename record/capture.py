@@ -6,8 +6,10 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from dataset.errors import UserError
 
-class CaptureError(RuntimeError):
+
+class CaptureError(UserError, RuntimeError):
     """The rectangle to capture cannot be found; the message names the option and the fix."""
 
 

@@ -12,10 +12,12 @@ import numpy as np
 from tqdm import tqdm
 
 from dataset.controls import CONTINUOUS, Control, ControlSpec
+from dataset.errors import UserError
+from dataset.outputs import Output
 from dataset.store import StoreWriter
 from record.policies import KeyboardPolicy, RandomPolicy, StickyPolicy, StopRecording, parse_keymap
 
-class EnvError(ValueError):
+class EnvError(UserError, ValueError):
     """A game or policy that cannot be used; the message names the option and the fix."""
 
 
@@ -179,7 +181,9 @@ class Recorder:
                 break
         return obs, total, term or trunc
 
-    def run(self, progress: bool = True) -> Path:
+    def run(self, progress: bool = True, output: Output | None = None) -> Path:
+        """Record rec.steps frames to rec.out (through `output`, a store_output opened by the
+        caller, when given)."""
         rec = self.rec
         obs, _ = self.env.reset(seed=rec.seed)
         capture = self.raw(obs).shape[1::-1]
@@ -190,7 +194,7 @@ class Recorder:
         bar = tqdm(total=rec.steps, unit="frame", disable=not progress, dynamic_ncols=True)
         episodes, t0 = 1, time.monotonic()
         writer = StoreWriter(rec.out, spec=self.spec, fps=self.fps, frame_size=(w, h), source=source,
-                             capture_size=capture, overwrite=rec.overwrite)
+                             capture_size=capture, overwrite=rec.overwrite, output=output)
         try:
             frame, i = first, 0
             while i < rec.steps:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from dataset.controls import BINARY, CONTINUOUS, ControlSpec, SpecError
+from dataset.errors import UserError
 
 # -- canonical names ---------------------------------------------------------------------------
 
@@ -258,7 +259,7 @@ class InputState:
 
 # -- keyboard and mouse --------------------------------------------------------------------------
 
-class DisplayError(RuntimeError):
+class DisplayError(UserError, RuntimeError):
     """The keyboard and mouse cannot be read (no display, or no pynput backend)."""
 
 

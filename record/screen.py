@@ -28,6 +28,7 @@ from pathlib import Path
 
 from dataset import presets
 from dataset.controls import ControlSpec, SpecError
+from dataset.errors import UserError
 from dataset.store import StoreWriter
 from record.capture import CaptureError, Target, grab
 from record.inputs import KEY_NAMES, DisplayError, InputState, KeyboardMouse, check_sources
@@ -37,7 +38,7 @@ from record.status import DiskUsage, Status
 CHECK_EVERY = 0.05  # seconds between checks of the window's place and focus
 
 
-class RecordError(RuntimeError):
+class RecordError(UserError, RuntimeError):
     """A recording that cannot start or go on; the message says what to fix."""
 
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from dataset.errors import UserError
 
-class WindowError(RuntimeError):
+
+class WindowError(UserError, RuntimeError):
     """The window cannot be found or read; the message says what to do."""
 
 

@@ -13,6 +13,7 @@ import pytest
 from conftest import ROOT, numbered_frame, run_cli
 from dataset import Control, ControlSpec, SpecError, StoreError, StoreWriter, open_store
 from dataset.store import FORMAT_VERSION, frame_chunk
+from dataset.outputs import OutputError
 
 
 def write_store(path, spec, n=50, starts=(0, 17, 30), events=True, chunk=8):
@@ -195,11 +196,11 @@ def test_broken_group_metadata_is_reported(tmp_path, small_spec):
 def test_writer_refuses_to_clobber(tmp_path, small_spec):
     path = tmp_path / "s.zarr"
     write_store(path, small_spec, n=5)
-    with pytest.raises(StoreError, match="already exists"):
+    with pytest.raises(OutputError, match="already exists"):
         StoreWriter(path, spec=small_spec, fps=30, frame_size=(16, 12), source={})
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "a.txt").write_text("keep me")
-    with pytest.raises(StoreError, match="not a dreamcade store; refusing"):
+    with pytest.raises(OutputError, match="not a dreamcade store; refusing"):
         StoreWriter(tmp_path / "notes", spec=small_spec, fps=30, frame_size=(16, 12), source={},
                     overwrite=True)
     assert (tmp_path / "notes" / "a.txt").read_text() == "keep me"

@@ -114,8 +114,8 @@ def test_the_world_folder_holds_what_it_says(run, tmp_path):
 
 def test_export_refuses_what_would_lose_or_mislead(run, tmp_path):
     run_dir, data = run
-    for out, says in ((data / "w", "lies inside the input"), (data, "is not a world folder"),
-                      (run_dir.parent, "is not a world folder")):
+    for out, says in ((data / "w", "lies inside the input"), (data, "is the input"),
+                      (run_dir.parent, "contains the input")):
         proc = dreamcade("export", str(run_dir), "--out", str(out), "--overwrite", check=False)
         assert proc.returncode == 2 and says in proc.stderr, proc.stderr
     assert open_store(data).verify() == [] and (run_dir / "model.safetensors").is_file()

@@ -1,0 +1,37 @@
+"""The user's mistakes, and how every command ends: one base class, one boundary.
+
+A command's `main` runs its work through `boundary`, which turns a UserError into one
+`error: ...` line and exit status 2, a full disk into one line and exit status 1, and Ctrl-C into
+one line and exit status 130. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+import sys
+from typing import Callable
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+class UserError(Exception):
+    """A mistake the user can fix: the message names the file, option or key, and the fix."""
+
+
+def boundary(work: Callable[[], int], interrupted: str = "interrupted") -> int:
+    """Run a command's work; its exit status, with one line on stderr for what went wrong."""
+    try:
+        return work()
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\n{interrupted}", file=sys.stderr)
+        return 130
+    except OSError as e:
+        if e.errno not in DISK_FULL:
+            raise
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e} (the disk is full); free some space and run again: "
+              "what was being written was removed", file=sys.stderr)
+        return 1
