@@ -37,9 +37,25 @@ def parse_args(argv=None, prog: str = "python demo.py") -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Every option checked before the first stage runs (a size the build would refuse must not
+    cost a recording first); StoreError names the option."""
+    from dataset.__main__ import parse_size
+    from dataset.build import BuildOptions
+
+    for option, value in (("--frames", args.frames), ("--horizon", args.horizon), ("--episodes", args.episodes)):
+        if value < 1:
+            raise StoreError(f"{option} {value}: must be at least 1")
+    try:
+        size = parse_size(args.size)
+    except argparse.ArgumentTypeError as e:
+        raise StoreError(f"--size: {e}") from None
+    BuildOptions(size=size).check()
+
+
 def run(cmd: list[str], what: str) -> None:
     """Run one stage's command as a user would, from the repository root; stop on failure."""
-    shown = " ".join(cmd)
+    shown = " ".join(["python", *cmd])
     print(f"\n== {what}\n$ {shown}", flush=True)
     proc = subprocess.run([sys.executable, *cmd], cwd=ROOT)
     if proc.returncode != 0:
@@ -84,8 +100,9 @@ def main(argv=None, prog: str = "python demo.py") -> int:
     run_dir, report = out / "runs" / args.preset, out / "reports" / args.preset
     overrides = [f"name={args.preset}", f"out_dir={out / 'runs'}", *args.overrides]
     try:
+        check_args(args)
         cfg = load_config(args.preset, overrides)
-    except ConfigError as e:
+    except (ConfigError, StoreError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     times: dict[str, float] = {}

@@ -45,6 +45,10 @@ class BuildOptions:
 
     def check(self) -> None:
         """Values that no source can make right, refused before anything is read."""
+        w, h = self.size
+        if w <= 0 or h <= 0 or w % SIZE_MULTIPLE or h % SIZE_MULTIPLE:
+            raise StoreError(f"--size {w}x{h}: width and height must be positive multiples of "
+                             f"{SIZE_MULTIPLE} (the model halves the frame three times), e.g. 64x64")
         if self.fps is not None and not self.fps > 0:
             raise StoreError(f"--fps {self.fps:g}: the frame rate must be positive (leave it out to keep "
                              "the source rate)")
@@ -97,9 +101,6 @@ def check_size(store: Store, opts: BuildOptions) -> None:
         sw, sh = cw, ch
     else:
         sw, sh = store.width, store.height
-    if w <= 0 or h <= 0 or w % SIZE_MULTIPLE or h % SIZE_MULTIPLE:
-        raise StoreError(f"--size {w}x{h}: width and height must be positive multiples of "
-                         f"{SIZE_MULTIPLE} (the model halves the frame three times), e.g. 64x64")
     if w > sw or h > sh:
         raise StoreError(f"{store.path}: --size {w}x{h} is larger than its {sw}x{sh} "
                          f"{'cropped ' if opts.crop else ''}frames; choose a size no larger")

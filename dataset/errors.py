@@ -28,10 +28,18 @@ def boundary(work: Callable[[], int], interrupted: str = "interrupted") -> int:
     except KeyboardInterrupt:
         print(f"\n{interrupted}", file=sys.stderr)
         return 130
-    except OSError as e:
-        if e.errno not in DISK_FULL:
+    except Exception as e:
+        if not disk_full(e):
             raise
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"error: {where}{e.strerror or e} (the disk is full); free some space and run again: "
-              "what was being written was removed", file=sys.stderr)
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        print(f"error: {where}no space left on the disk; free some space and run again (what was being "
+              "written was removed, what was there before is as it was)", file=sys.stderr)
         return 1
+
+
+def disk_full(e: BaseException) -> bool:
+    """A write that failed for want of space: an OSError, or a library's error that wraps one
+    (safetensors says "No space left on device (os error 28)")."""
+    if isinstance(e, OSError):
+        return e.errno in DISK_FULL
+    return any(text in str(e) for text in ("No space left on device", "Disk quota exceeded", "File too large"))

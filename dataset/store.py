@@ -261,7 +261,12 @@ def store_exists(path: str | Path) -> bool:
 def absolute(path: str | Path) -> str:
     """A store path as a config keeps it: a local path made absolute, a URL as it is."""
     p = store_path(path)
-    return p if isinstance(p, str) else str(p.resolve())
+    if isinstance(p, str):
+        return p
+    try:
+        return str(p.resolve())
+    except (RuntimeError, OSError) as e:  # RuntimeError: a symlink loop
+        raise StoreError(f"{path}: cannot be followed ({e}); remove the symlink loop or name the real store") from None
 
 
 def store_path(path: str | Path) -> str | Path:

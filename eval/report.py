@@ -250,6 +250,11 @@ def _healthy(hh: dict, horizon: int) -> str:
                   f"occupy. Per episode (the figure that left first): {left}.")
 
 
+def at(values: list, k: int):
+    """values[k], or None (an empty cell) past its end."""
+    return values[k] if k < len(values) else None
+
+
 def _chunk_table(health: dict, real: dict | None, action: dict | None, frames: int) -> str:
     g = health
     header = ["steps", "sharpness / real", "colour distance", "nearest RMSE", "drift score"]
@@ -262,12 +267,11 @@ def _chunk_table(health: dict, real: dict | None, action: dict | None, frames: i
         row = [f"{k * frames + 1}–{(k + 1) * frames}", ratio, g["colour_distance"]["per_chunk_mean"][k],
                g["nearest"]["per_chunk_mean"][k], g["drift_score"]["per_chunk_mean"][k]]
         if real:
-            d = real["drift_score"]["per_chunk_mean"]
-            row.append(d[k] if k < len(d) else None)
-        if action:
-            row.append(action["per_chunk"][k])
+            row.append(at(real["drift_score"]["per_chunk_mean"], k))
+        if action:  # a session shorter than the horizon has fewer chunks of transitions than of frames
+            row.append(at(action["per_chunk"], k))
             if real:
-                row.append(action["real_per_chunk"][k])
+                row.append(at(action["real_per_chunk"], k))
         rows.append(row)
     rows.append(["real held-out frames", 1.0, g["colour_distance"]["real_level"], g["nearest"]["real_level"], 0.0]
                 + [None] * (len(header) - 5))

@@ -73,9 +73,12 @@ def run_output(cfg: Config) -> contextlib.AbstractContextManager:
     """The run folder as an output (dataset.outputs): checked, and locked by the first process
     for the whole training, so a second training of the same name is refused while this one runs.
     Other processes of a multi-process run (RANK > 0) hold nothing."""
+    if "://" in cfg.out_dir:
+        raise ConfigError(f"out_dir {cfg.out_dir}: writing a run to a URL is not supported; train into a local "
+                          "folder and copy the run there")
     if int(os.environ.get("RANK", "0")) != 0:
         return contextlib.nullcontext()
-    return Output(cfg.run_dir, what="run folder", inputs=cfg.data.stores, option=f"out_dir/name ({cfg.run_dir})",
+    return Output(cfg.run_dir, what="run folder", inputs=cfg.data.stores, option="out_dir/name",
                   in_place="always")
 
 
