@@ -182,6 +182,7 @@ class Output:
       itself when nothing is there, so a killed recorder leaves what it flushed; beside when it
       replaces), or "always" (a run folder, which writes its own files crash-safely: locked only).
     file: the output is one file (a clip) rather than a folder.
+    can_overwrite: the command has --overwrite (its refusals say so).
 
     Use as a context manager: the target is checked and locked on entering, `path` is where to
     write, and leaving without an error puts the output in place (leaving on an error removes
@@ -190,9 +191,9 @@ class Output:
 
     def __init__(self, target: str | Path, *, what: str, inputs: list[str | Path] = (), around: list[str | Path] = (),
                  overwrite: bool = False, option: str = "--out", replaces: Callable[[Path], bool] | None = None,
-                 in_place: str = "never", file: bool = False) -> None:
+                 in_place: str = "never", file: bool = False, can_overwrite: bool = True) -> None:
         self.shown, self.what, self.option = str(target), what, option
-        self.overwrite, self.replaces, self.file = overwrite, replaces, file
+        self.overwrite, self.replaces, self.file, self.can_overwrite = overwrite, replaces, file, can_overwrite
         resolved = local(target, option)
         if resolved is None:
             raise OutputError(f"{option} {target}: writing to a URL is not supported (reading is); write a "
@@ -249,13 +250,16 @@ class Output:
         t = self.target
         if not os.path.lexists(t):
             return
-        if self.in_place == "always":  # a run: its command decides what may be there (resume)
+        if self.in_place == "always":  # a run: written into, if it is one (its command decides on resuming)
+            if not t.is_dir() or (self.replaces is not None and not self.replaces(t)):
+                raise self._refuse(f"exists and is not a {self.what}; choose another {self.option}")
             return
         if not self.file and is_empty_folder(t):
             self._old, self._was_empty = _identity(t), True
             return
         if not self.overwrite:
-            raise self._refuse(f"already exists; choose another {self.option} or pass --overwrite")
+            raise self._refuse(f"already exists; choose another {self.option}"
+                               + (" or pass --overwrite" if self.can_overwrite else ""))
         if self.file and not t.is_file():
             raise self._refuse(f"exists and is {'a folder' if t.is_dir() else 'not a file'}, not a {self.what}; "
                                "refusing to replace it")
@@ -321,6 +325,7 @@ class Output:
         self._cleanup()
 
     def _cleanup(self) -> None:
+        self._release()  # first: its file sits in the folders made on the way
         for p in reversed(self._made):
             if p == self.path and p != self.target:
                 _remove(p)  # the partial
@@ -330,7 +335,6 @@ class Output:
                 except OSError:
                     pass
         self._made = []
-        self._release()
 
     def _release(self) -> None:
         if self.lock is not None:

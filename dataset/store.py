@@ -336,11 +336,11 @@ def _async(fs):
 
 
 def store_output(path: str | Path, overwrite: bool = False, inputs: list[str | Path] = (), option: str = "--out",
-                 in_place: str = "never") -> Output:
+                 in_place: str = "never", can_overwrite: bool = True) -> Output:
     """The checked, locked output of a store at `path` (dataset.outputs); --overwrite replaces
     only a dreamcade store."""
     return Output(path, what="dreamcade store", inputs=inputs, overwrite=overwrite, option=option,
-                  replaces=looks_like_store, in_place=in_place).__enter__()
+                  replaces=looks_like_store, in_place=in_place, can_overwrite=can_overwrite).__enter__()
 
 
 def looks_like_store(path: Path) -> bool:

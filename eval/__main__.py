@@ -22,6 +22,7 @@ import torch
 from dataset import open_store
 from dataset.controls import SpecError
 from dataset.errors import boundary
+from dataset.outputs import check_apart
 from dataset.store import store_exists
 from eval import EvalError
 from eval.settings import DriftSettings, add_options, floats, ints
@@ -221,10 +222,11 @@ def cmd_drift(args: argparse.Namespace) -> int:
     settings = DriftSettings.from_args(args)
     device = resolve_device(args.device)
     out = Path(args.out)
-    output = report_output(out, args.overwrite, args.data + args.session, [args.checkpoint])
+    output = report_output(args.out, args.overwrite, args.data + args.session, [args.checkpoint])
     with output:
         tmp = output.path
         x = drift_inputs(args, settings, device)
+        check_apart(output.target, x.data.stores)  # the checkpoint's training stores, known once it is loaded
         ref = build_reference(x.data, settings, device)
         ev = evaluate_model(x.model, x.sampler, ref, x.data, x.cases, settings, device) if x.cases else None
         sess = sessions(x.seqs, ref, settings) if x.seqs else []
@@ -297,10 +299,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         sampling.check_context_noise(level, "--context-noise")
     device = resolve_device(args.device)
     out = Path(args.out)
-    output = report_output(out, args.overwrite, args.data, list(args.checkpoint))
+    output = report_output(args.out, args.overwrite, args.data, list(args.checkpoint))
     with output:
         tmp = output.path
         models = sweep_models(args, settings, device)
+        check_apart(output.target, models[0].data.stores)
         ref = build_reference(models[0].data, settings, device)
         if len({m.cfg.data.context for m in models}) > 1:
             ref.notes.append("the checkpoints have different contexts: each rolls out from its own first L frames")
@@ -327,7 +330,7 @@ def cmd_video(args: argparse.Namespace) -> int:
         raise EvalError(f"--out {out}: a clip is a .mp4 or a .gif")
     if args.scale < 1 or (args.fps is not None and not args.fps > 0) or (args.frames is not None and args.frames < 1):
         raise EvalError("--scale and --frames must be at least 1 and --fps positive")
-    output = clip_output(out, args.overwrite, [args.store])
+    output = clip_output(args.out, args.overwrite, [args.store])
     try:
         s = open_store(args.store)
         s.damage_hint = "render an undamaged episode with --episode N"

@@ -100,8 +100,9 @@ def is_clip(path: Path) -> bool:
     return path.is_file() and path.suffix.lower() in CLIP_KINDS
 
 
-def clip_output(path: str | Path, overwrite: bool, inputs: list[str | Path] = (), option: str = "--out") -> Output:
+def clip_output(path: str | Path, overwrite: bool, inputs: list[str | Path] = (), option: str = "--out",
+                can_overwrite: bool = True) -> Output:
     """A clip as an output (dataset.outputs), checked and locked before any frame is made:
     --overwrite replaces only a clip."""
     return Output(path, what="clip", inputs=list(inputs), overwrite=overwrite, option=option, file=True,
-                  replaces=is_clip).__enter__()
+                  replaces=is_clip, can_overwrite=can_overwrite).__enter__()

@@ -79,16 +79,17 @@ def run_output(cfg: Config) -> contextlib.AbstractContextManager:
     if int(os.environ.get("RANK", "0")) != 0:
         return contextlib.nullcontext()
     return Output(cfg.run_dir, what="run folder", inputs=cfg.data.stores, option="out_dir/name",
-                  in_place="always")
+                  in_place="always", replaces=is_run_folder)
+
+
+def is_run_folder(path: Path) -> bool:
+    """A folder that holds nothing but what a run writes (or nothing)."""
+    return path.is_dir() and all(p.name in RUN_FILES for p in path.iterdir())
 
 
 def prepare_run(cfg: Config, resume: bool) -> Path | None:
     """Check the run folder before any work; returns the checkpoint to resume from."""
     run_dir = cfg.run_dir
-    other = sorted(p.name for p in run_dir.iterdir() if p.name not in RUN_FILES) if run_dir.is_dir() else []
-    if other:
-        raise ConfigError(f"{run_dir}: exists and is not a run folder (it holds {', '.join(other[:3])}); train "
-                          "writes nowhere else: set out_dir=... or name=... to another folder")
     ckpt = latest_checkpoint(run_dir)
     if resume:
         if ckpt is None:

@@ -211,7 +211,7 @@ def export_world(run: str | Path, out: str | Path, data: list[str] | None = None
     beside `out` and move it into place whole (dataset.outputs); returns world.json's content."""
     from dataset.outputs import Output
 
-    run, out = Path(run), Path(out)
+    run = Path(run)
     if is_world(run):
         raise CheckpointError(f"{run}: is a world folder already; copy it, or export the run it came from")
     denoiser, cfg, meta = load_model(run)

@@ -111,9 +111,9 @@ class Outputs:
         world_ref = Path(args.checkpoint) / "reference.zarr"
         self.inputs = [p for p in (args.data, world_ref if world_ref.exists() else None) if p]
         self.video = None
-        self.save = store_output(args.save, False, self.inputs, "--save", "when_new") if args.save else None
+        self.save = store_output(args.save, False, self.inputs, "--save", "when_new", False) if args.save else None
         try:
-            self.video = clip_output(args.video, False, self.inputs, "--video") if args.video else None
+            self.video = clip_output(args.video, False, self.inputs, "--video", False) if args.video else None
         except BaseException:
             self.abort()
             raise

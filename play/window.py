@@ -122,7 +122,7 @@ class Player:
         """Save the session from now on to `path` (its store_output opened by the caller), or to a
         new store in the save folder."""
         path = path or self._new_path(".zarr")
-        output = output or store_output(path, in_place="when_new", option="F9")
+        output = output or store_output(path, in_place="when_new", option="F9", can_overwrite=False)
         h, w = self.frame.shape[:2]
         s = self.env.sampler
         source = {**self.source, "kind": "play", "context": int(self.env.mask[0].sum().item()),
