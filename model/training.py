@@ -83,8 +83,12 @@ def run_output(cfg: Config) -> contextlib.AbstractContextManager:
 
 
 def is_run_folder(path: Path) -> bool:
-    """A folder that holds nothing but what a run writes (or nothing)."""
-    return path.is_dir() and all(p.name in RUN_FILES for p in path.iterdir())
+    """A folder that holds nothing but what a run writes (or nothing), counting what a killed run
+    left of them: `.world.partial-PID`, `.world.lock`, `.model.safetensors.tmp-PID`."""
+    def made_by_a_run(name: str) -> bool:
+        base = name.lstrip(".").split(".partial-")[0].split(".tmp-")[0].removesuffix(".lock")
+        return name in RUN_FILES or (name.startswith(".") and base in RUN_FILES)
+    return path.is_dir() and all(made_by_a_run(p.name) for p in path.iterdir())
 
 
 def prepare_run(cfg: Config, resume: bool) -> Path | None:
