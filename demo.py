@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from dataset import StoreError, open_store
+from dataset.errors import boundary
 
 ROOT = Path(__file__).resolve().parent
 
@@ -92,19 +93,18 @@ def has_display() -> bool:
 
 def main(argv=None, prog: str = "python demo.py") -> int:
     args = parse_args(argv, prog)
-    from model.config import ConfigError
+    return boundary(lambda: demo(args), "interrupted: finished stages are kept; run the demo again to go on")
+
+
+def demo(args: argparse.Namespace) -> int:
     from model.config_file import load_config
 
     out = Path(args.out).resolve()
     raw, train_store = out / "data" / "raw.zarr", out / "data" / f"train{args.size}.zarr"
     run_dir, report = out / "runs" / args.preset, out / "reports" / args.preset
     overrides = [f"name={args.preset}", f"out_dir={out / 'runs'}", *args.overrides]
-    try:
-        check_args(args)
-        cfg = load_config(args.preset, overrides)
-    except (ConfigError, StoreError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    check_args(args)
+    cfg = load_config(args.preset, overrides)
     times: dict[str, float] = {}
 
     def stage(name: str, done: bool, cmd: list[str]) -> None:

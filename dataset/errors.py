@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import sys
+import warnings
 from typing import Callable
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
@@ -26,6 +27,8 @@ def boundary(work: Callable[[], int], interrupted: str = "interrupted") -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        # a library's coroutine cut short by Ctrl-C is collected later with a warning: not news
+        warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
         print(f"\n{interrupted}", file=sys.stderr)
         return 130
     except Exception as e:

@@ -82,6 +82,11 @@ def check_apart(out: str | Path, inputs: list[str | Path], option: str = "--out"
                               f"input. Choose another {option}")
 
 
+def article(noun: str) -> str:
+    """"a store", "an eval report"."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
 def partial_path(target: Path, file: bool = False) -> Path:
     """The hidden sibling that this process builds `target` in (a file keeps its suffix, which
     tells writers such as imageio the format)."""
@@ -252,7 +257,7 @@ class Output:
             return
         if self.in_place == "always":  # a run: written into, if it is one (its command decides on resuming)
             if not t.is_dir() or (self.replaces is not None and not self.replaces(t)):
-                raise self._refuse(f"exists and is not a {self.what}; choose another {self.option}")
+                raise self._refuse(f"exists and is not {article(self.what)}; choose another {self.option}")
             return
         if not self.file and is_empty_folder(t):
             self._old, self._was_empty = _identity(t), True
@@ -261,10 +266,10 @@ class Output:
             raise self._refuse(f"already exists; choose another {self.option}"
                                + (" or pass --overwrite" if self.can_overwrite else ""))
         if self.file and not t.is_file():
-            raise self._refuse(f"exists and is {'a folder' if t.is_dir() else 'not a file'}, not a {self.what}; "
+            raise self._refuse(f"exists and is {'a folder' if t.is_dir() else 'not a file'}, not {article(self.what)}; "
                                "refusing to replace it")
         if self.replaces is None or not self.replaces(t):
-            raise self._refuse(f"exists and is not a {self.what}; refusing to replace it (choose another "
+            raise self._refuse(f"exists and is not {article(self.what)}; refusing to replace it (choose another "
                                f"{self.option})")
         self._old = _identity(t)
 

@@ -65,7 +65,8 @@ def check_resume(checkpoint: Path, data: WindowDataset) -> None:
                          f"the checkpoint {checkpoint}")
 
 
-RUN_FILES = {"config.yaml", "stats.jsonl", "checkpoints", "model.safetensors", "samples", "world", "windows", "wandb"}
+RUN_FILES = {"config.yaml", "stats.jsonl", "checkpoints", "model.safetensors", "samples", "world", "windows", "wandb",
+             "distill.json"}
 """What a run folder holds; a folder with anything else is not a run, and train never writes into it."""
 
 
