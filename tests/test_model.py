@@ -206,6 +206,22 @@ def test_shapes_and_determinism():
                              batch.mask[:, :L]), out_a)
 
 
+def test_pinned_numbers_of_the_network_and_the_sampler():
+    """A refactor that changes the math fails here (diffusers pins `expected_output_slice` the same
+    way): the denoiser's output and one sampled frame, fixed weights, inputs and noise."""
+    batch, model = random_batch(), randomize(make_model(seed=0), 0).eval()
+    f = batch.frames_float()
+    with torch.no_grad():
+        out = model(f[:, 2], torch.full((4,), 0.7), f[:, :2], torch.zeros(4), batch.actions[:, :2], batch.mask[:, :2])
+    expected = torch.tensor([0.166517, -0.107448, -0.093894, 0.020268, 0.255392, 0.217327, -0.058986, 0.245147,
+                             -0.287296, -0.214959, -0.001485, 0.252053])
+    torch.testing.assert_close(out[0, :, 5, 5:9].flatten(), expected, atol=1e-4, rtol=0)
+    frame = next_frame(model, f[:, :2], batch.actions[:, :2], batch.mask[:, :2], tiny_cfg().sampler,
+                       torch.Generator().manual_seed(5))
+    levels = ((frame[1, :, 7, 3:7].flatten() + 1) * 127.5).round().int().tolist()
+    assert levels == [227, 238, 54, 186, 230, 11, 142, 55, 42, 36, 67, 13]
+
+
 def a_cfg() -> Config:
     return tiny_cfg()
 
