@@ -41,19 +41,19 @@ class OutputError(UserError):
 
 # -- paths ----------------------------------------------------------------------------------------------
 
-def url_scheme(path: str | Path) -> str | None:
-    """The scheme of `scheme://...`, or None for a local path."""
-    return urlparse(path).scheme if isinstance(path, str) and "://" in path else None
+def is_url(path: str | Path) -> bool:
+    """Whether a path is a URL (`scheme://...`) rather than a local path."""
+    return isinstance(path, str) and "://" in path
 
 
 def local(path: str | Path, option: str = "--out") -> Path | None:
     """A path or `file://` URL as a real, absolute local path (symlinks followed); None for a URL
     of another scheme. OutputError for a symlink loop."""
-    scheme = url_scheme(path)
-    if scheme == "file":
-        path = unquote(urlparse(str(path)).path)
-    elif scheme is not None:
-        return None
+    if is_url(path):
+        url = urlparse(path)
+        if url.scheme != "file":
+            return None
+        path = unquote(url.path)
     try:
         return Path(path).expanduser().resolve()
     except (RuntimeError, OSError) as e:  # RuntimeError: a symlink loop

@@ -30,7 +30,7 @@ from zarr.codecs import ZstdCodec
 
 from dataset.controls import ControlSpec, SpecError
 from dataset.errors import UserError
-from dataset.outputs import Output
+from dataset.outputs import Output, is_url, local
 
 FORMAT_NAME = "dreamcade.recording"
 FORMAT_VERSION = 1
@@ -245,11 +245,6 @@ class StoreWriter:
         return c
 
 
-def is_url(path: str | Path) -> bool:
-    """Whether a store path is a URL (`scheme://...`) rather than a local path."""
-    return isinstance(path, str) and "://" in path
-
-
 def store_exists(path: str | Path) -> bool:
     """Whether something is at a store path or URL (a quick look: nothing is validated)."""
     try:
@@ -261,12 +256,7 @@ def store_exists(path: str | Path) -> bool:
 def absolute(path: str | Path) -> str:
     """A store path as a config keeps it: a local path made absolute, a URL as it is."""
     p = store_path(path)
-    if isinstance(p, str):
-        return p
-    try:
-        return str(p.resolve())
-    except (RuntimeError, OSError) as e:  # RuntimeError: a symlink loop
-        raise StoreError(f"{path}: cannot be followed ({e}); remove the symlink loop or name the real store") from None
+    return p if isinstance(p, str) else str(local(p, "store"))
 
 
 def store_path(path: str | Path) -> str | Path:

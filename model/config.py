@@ -254,7 +254,5 @@ class Config:
     def check(self) -> None:
         """Every section's rules, then the ones across sections."""
         require(bool(self.name) and "/" not in self.name, "name must be a plain folder name")
-        require("://" not in self.out_dir, "out_dir must be a local folder (runs are written locally; copy one "
-                "elsewhere when it is done)")
         for section in (self.data, self.model, self.diffusion, self.sampler, self.optim, self.train, self.log):
             section.check()

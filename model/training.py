@@ -16,7 +16,7 @@ from dataset import WindowDataset, open_store
 from dataset.batch import Batch
 from dataset.controls import ControlSpec
 from dataset.errors import UserError
-from dataset.outputs import Output
+from dataset.outputs import Output, is_url
 from dataset.windows import AllDamagedError, NoEpisodesError
 from model.checkpoint import export_model, latest_checkpoint, save_training_state
 from model.config import Config, ConfigError
@@ -74,7 +74,7 @@ def run_output(cfg: Config) -> contextlib.AbstractContextManager:
     """The run folder as an output (dataset.outputs): checked, and locked by the first process
     for the whole training, so a second training of the same name is refused while this one runs.
     Other processes of a multi-process run (RANK > 0) hold nothing."""
-    if "://" in cfg.out_dir:
+    if is_url(cfg.out_dir):  # before run_dir, whose Path would fold `s3://` into a local `s3:/`
         raise ConfigError(f"out_dir {cfg.out_dir}: writing a run to a URL is not supported; train into a local "
                           "folder and copy the run there")
     if int(os.environ.get("RANK", "0")) != 0:
