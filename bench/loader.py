@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from bench.common import report
-from dataset import WindowDataset, make_loader
-from record.env import EnvRecording, Recorder
+from dreamcade.dataset import WindowDataset, make_loader
+from dreamcade.record.gym_game import EnvRecording, Recorder
 
 
 def rss_mib() -> float:

@@ -21,12 +21,12 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from bench.common import report
-from dataset import Control, ControlSpec
-from dataset.batch import Batch
-from model.config_file import load_config
-from model.denoiser import Denoiser
-from model.sampler import next_frame
-from model.device import configure
+from dreamcade.dataset import Control, ControlSpec
+from dreamcade.dataset.batch import Batch
+from dreamcade.files.config_file import load_config
+from dreamcade.model.denoiser import Denoiser
+from dreamcade.model.sampler import next_frame
+from dreamcade.model.device import configure
 
 SIZES = {"demo": 32, "atari-64": 64, "screen-64": 64}
 ATARI = ControlSpec(tuple(Control(f"a{i}") for i in range(6)), exclusive=True)

@@ -23,10 +23,10 @@ os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 import torch  # noqa: E402
 
 from bench.common import report  # noqa: E402
-from dataset import Control, ControlSpec, StoreWriter  # noqa: E402
-from model.checkpoint import export_model  # noqa: E402
-from model.config_file import load_config  # noqa: E402
-from model.denoiser import Denoiser  # noqa: E402
+from dreamcade.dataset import Control, ControlSpec, StoreWriter  # noqa: E402
+from dreamcade.files.checkpoint import export_model  # noqa: E402
+from dreamcade.files.config_file import load_config  # noqa: E402
+from dreamcade.model.denoiser import Denoiser  # noqa: E402
 
 SIZES = {"demo": 32, "atari-64": 64, "screen-64": 64}
 SPEC = ControlSpec(tuple(Control(m) for m in ("NOOP", "FIRE", "UP", "RIGHT", "LEFT", "DOWN")), exclusive=True)
@@ -58,7 +58,7 @@ def measure(run: Path, store: Path, steps: int, frames: int, args: argparse.Name
             "--seed", "0", "--device", args.device, "--scale", str(args.scale), "--save-dir", tempfile.gettempdir()]
     if args.compile:
         argv.append("--compile")
-    import play.cli as cli
+    import dreamcade.play.__main__ as cli
 
     player = cli.build(cli.parse_args(argv))
     try:

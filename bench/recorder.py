@@ -2,7 +2,7 @@
 captures a 1280x720 region and resizes it to 256x144 (30 and 60 fps) and to 64x64 (60 fps).
 
 The benchmark starts its own Xvfb (1280x800) with the square game moving by itself at 1280x720
-(something that changes every frame), then runs `python -m record screen --duration N` for each
+(something that changes every frame), then runs `dreamcade record screen --duration N` for each
 case. The recorder is pinned to one core, the X server and the game to the others, so "cpu" is
 the share of that one core the recorder used while recording (process CPU seconds / wall
 seconds, all its threads: capture, input listeners, the store writer); "cpu_with_startup" adds
@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from bench.common import report
-from dataset import open_store
-from record.xvfb import Xvfb
+from dreamcade.dataset import open_store
+from dreamcade.record.xvfb import Xvfb
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = (((256, 144), 30.0), ((256, 144), 60.0), ((64, 64), 60.0))
@@ -38,7 +38,7 @@ def pin(pid: int, cores: set[int] | None) -> None:
 
 
 def start_game(env: dict, cores: set[int] | None) -> subprocess.Popen:
-    game = subprocess.Popen([sys.executable, "-m", "record.square_game", "--size", "1280x720", "--auto"],
+    game = subprocess.Popen([sys.executable, "-m", "dreamcade.record.square_game", "--size", "1280x720", "--auto"],
                             cwd=ROOT, env={**env, "SDL_VIDEO_WINDOW_POS": "0,0", "SDL_AUDIODRIVER": "dummy"},
                             stdout=subprocess.PIPE, text=True)
     pin(game.pid, cores)

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from bench.common import report
-from record.status import folder_bytes
+from dreamcade.record.status import folder_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,7 +46,7 @@ def run(args: list[str], stop_when=None) -> tuple[float, float]:
 def loader_child(path: str, mode: str, seconds: float, batch: int) -> None:
     """In its own process: open the training windows in `mode`, then read batches for `seconds`."""
     from bench.loader import measure, rss_mib
-    from dataset import WindowDataset
+    from dreamcade.dataset import WindowDataset
 
     before = rss_mib()
     t0 = time.perf_counter()
@@ -77,10 +77,10 @@ def main() -> None:
             row = {"frames": n}
             if not (raw / "zarr.json").is_file():
                 row["record_s"], row["record_MiB"] = run(
-                    ["-m", "record", "env", "--env", "ALE/Breakout-v5", "--policy", "sticky", "--steps", str(n),
+                    ["-m", "dreamcade", "record", "env", "--env", "ALE/Breakout-v5", "--policy", "sticky", "--steps", str(n),
                      "--size", "256x144", "--quiet", "--out", str(raw)])
             row["raw_store_MiB"] = folder_bytes(raw) / 2**20
-            row["build_s"], row["build_MiB"] = run(["-m", "dataset", "build", str(raw), "--size", "64x64",
+            row["build_s"], row["build_MiB"] = run(["-m", "dreamcade", "data", "build", str(raw), "--size", "64x64",
                                                     "--out", str(built), "--overwrite"])
             row["built_store_MiB"] = folder_bytes(built) / 2**20
             for mode in ("ram", "stream"):

@@ -17,7 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from bench.common import report
-from dataset import Control, ControlSpec, StoreWriter, open_store
+from dreamcade.dataset import Control, ControlSpec, StoreWriter, open_store
 
 
 def atari_frames(n: int) -> np.ndarray:

@@ -1,15 +1,15 @@
 """The ground floor: the recording store (read, write, validate), control specs, building
 training stores, and the windowed torch Dataset. Nothing here imports record, model or above."""
 
-from dataset.controls import BINARY, CONTINUOUS, Control, ControlSpec, SpecError
-from dataset.store import FORMAT_NAME, FORMAT_VERSION, Episode, Store, StoreError, StoreWriter, open_store
+from dreamcade.dataset.controls import BINARY, CONTINUOUS, Control, ControlSpec, SpecError
+from dreamcade.dataset.store import FORMAT_NAME, FORMAT_VERSION, Episode, Store, StoreError, StoreWriter, open_store
 
 __all__ = ["BINARY", "CONTINUOUS", "Control", "ControlSpec", "SpecError", "FORMAT_NAME",
            "FORMAT_VERSION", "Episode", "Store", "StoreError", "StoreWriter", "open_store"]
 
-_LAZY = {"Batch": "dataset.batch", "WindowDataset": "dataset.windows", "make_loader": "dataset.windows",
-         "NoEpisodesError": "dataset.windows", "AllDamagedError": "dataset.windows",
-         "BuildOptions": "dataset.build", "build": "dataset.build"}
+_LAZY = {"Batch": "dreamcade.dataset.batch", "WindowDataset": "dreamcade.dataset.windows", "make_loader": "dreamcade.dataset.windows",
+         "NoEpisodesError": "dreamcade.dataset.windows", "AllDamagedError": "dreamcade.dataset.windows",
+         "BuildOptions": "dreamcade.dataset.build", "build": "dreamcade.dataset.build"}
 
 
 def __getattr__(name: str):

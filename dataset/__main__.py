@@ -1,5 +1,5 @@
-"""`python -m dataset info STORE...`: what a store holds and anything wrong with it.
-`python -m dataset build RAW... --out TRAIN --size 64x64`: a training store from recordings."""
+"""`dreamcade data info STORE...`: what a store holds and anything wrong with it.
+`dreamcade data build RAW... --out TRAIN --size 64x64`: a training store from recordings."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import argparse
 import json
 import sys
 
-from dataset.build import BuildOptions, build
-from dataset.errors import boundary
-from dataset.store import Store, StoreError, open_store
+from dreamcade.dataset.build import BuildOptions, build
+from dreamcade.dataset.errors import boundary
+from dreamcade.dataset.store import Store, StoreError, open_store
 
 
 def duration_s(t, episodes, fps: float) -> float:
@@ -126,7 +126,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser(prog: str = "python -m dataset") -> argparse.ArgumentParser:
+def build_parser(prog: str = "dreamcade data") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Inspect recording stores and "
                                 "build training stores from them.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -168,7 +168,7 @@ def build_parser(prog: str = "python -m dataset") -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m dataset") -> int:
+def main(argv: list[str] | None = None, prog: str = "dreamcade data") -> int:
     args = build_parser(prog).parse_args(argv)
     return boundary(lambda: args.func(args), "interrupted: no store written (what was at --out is as it was)"
                     if args.command == "build" else "interrupted")

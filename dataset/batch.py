@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from dataset.pixels import to_model
+from dreamcade.dataset.pixels import to_model
 
 
 @dataclass

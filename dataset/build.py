@@ -22,8 +22,8 @@ import cv2
 import numpy as np
 from tqdm import tqdm
 
-from dataset.controls import BINARY, ControlSpec, SpecError
-from dataset.store import Store, StoreError, StoreWriter, open_store, store_output
+from dreamcade.dataset.controls import BINARY, ControlSpec, SpecError
+from dreamcade.dataset.store import Store, StoreError, StoreWriter, open_store, store_output
 
 SIZE_MULTIPLE = 8  # the world model's UNet halves the frame size three times
 IDLE_PIXEL_DIFF = 1.0  # mean absolute change (0-255) below which two frames count as the same
@@ -253,7 +253,7 @@ def build(sources: list[str | Path], out: str | Path, opts: BuildOptions, *, ove
         total = sum(len(seg.frames) for _, segs in plans for seg in segs)
         if total == 0 and skipped and len(skipped) == sum(len(s.episodes()) for s in stores):
             raise StoreError(f"{out}: nothing to write: --skip-damaged left out every episode of the sources "
-                             f"({len(skipped)}, each touching a damaged chunk); see `dataset info --verify`")
+                             f"({len(skipped)}, each touching a damaged chunk); see `dreamcade data info --verify`")
         if total == 0:
             raise StoreError(f"{out}: nothing to write: every episode is shorter than two frames "
                              "after the lag, idle and frame-rate steps")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dataset.errors import UserError
+from dreamcade.dataset.errors import UserError
 
 BINARY = "binary"
 CONTINUOUS = "continuous"

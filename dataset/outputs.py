@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import unquote, urlparse
 
-from dataset.errors import UserError
+from dreamcade.dataset.errors import UserError
 
 PARTIAL = ".partial-"
 _NOREPLACE, _EXCHANGE = 1, 2

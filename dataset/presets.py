@@ -1,6 +1,6 @@
 """Where dreamcade's own presets live: `configs/` (config presets, `controls/` profiles) of the
 source tree, or `dreamcade/configs/` of an installed wheel (the same files, shipped as package
-data). A name given on the command line is looked for in ./configs first, then here."""
+data, one folder above this module in both). A name given on the command line is looked for in ./configs first, then here."""
 
 from __future__ import annotations
 
@@ -10,10 +10,7 @@ _HERE = Path(__file__).resolve().parents[1]
 
 
 def configs_dir() -> Path:
-    """The shipped configs folder: the source tree's, else the installed package's."""
-    for path in (_HERE / "configs", _HERE / "dreamcade" / "configs"):
-        if path.is_dir():
-            return path
+    """The shipped configs folder: the source tree's, or the installed package's."""
     return _HERE / "configs"
 
 

@@ -28,9 +28,9 @@ import numpy as np
 import zarr
 from zarr.codecs import ZstdCodec
 
-from dataset.controls import ControlSpec, SpecError
-from dataset.errors import UserError
-from dataset.outputs import Output, is_url, local
+from dreamcade.dataset.controls import ControlSpec, SpecError
+from dreamcade.dataset.errors import UserError
+from dreamcade.dataset.outputs import Output, is_url, local
 
 FORMAT_NAME = "dreamcade.recording"
 FORMAT_VERSION = 1
@@ -96,7 +96,7 @@ class StoreWriter:
     - a recording (atomic=False) to a new path is written in place: a process killed at any
       point leaves a store that opens and holds everything up to the last flush, and leaving
       the `with` block on an error (Ctrl-C included) closes it with what it holds;
-    - a derived store (atomic=True, e.g. `dataset build`), and any store that replaces an
+    - a derived store (atomic=True, e.g. `dreamcade data build`), and any store that replaces an
       existing one (overwrite=True), is written in a hidden sibling and moved into place by
       close() only: until then the target holds the old store or nothing. An atomic writer left
       on an error is aborted: its partial folder is removed.
@@ -576,7 +576,7 @@ class Store:
             self._damaged(bad[0] if bad else f"{self.files.name(arr.path)}: {type(e).__name__}: {e}")
 
     def _damaged(self, where: str):
-        raise StoreError(f"{where}. The store is damaged: `python -m dataset info --verify {self.path}` "
+        raise StoreError(f"{where}. The store is damaged: `dreamcade data info --verify {self.path}` "
                          f"lists every damaged chunk; {self.damage_hint}") from None
 
     def _array(self, name: str, dtype, ndim: int) -> zarr.Array:
@@ -609,14 +609,14 @@ class Store:
 def _open_group(files: _Files) -> zarr.Group:
     path = files.path
     if not files.exists():
-        raise StoreError(f"{path}: no such store. Record one with `python -m record env ...` or "
-                         "`python -m record screen ...`")
+        raise StoreError(f"{path}: no such store. Record one with `dreamcade record env ...` or "
+                         "`dreamcade record screen ...`")
     if not files.is_dir():
         raise StoreError(f"{path}: is a file, not a store (a store is a folder ending in .zarr)")
     meta = files.name("zarr.json")
     if not files.is_file("zarr.json"):
         raise StoreError(f"{path}: not a store (no zarr.json inside); point at a folder written "
-                         "by `python -m record` or `python -m dataset build`")
+                         "by `dreamcade record` or `dreamcade data build`")
     try:
         json.loads(files.read_text("zarr.json"))
         root = files.group()

@@ -24,9 +24,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from dataset.batch import Batch, collate
-from dataset.controls import ControlSpec, SpecError
-from dataset.store import Episode, Store, StoreError, open_store
+from dreamcade.dataset.batch import Batch, collate
+from dreamcade.dataset.controls import ControlSpec, SpecError
+from dreamcade.dataset.store import Episode, Store, StoreError, open_store
 
 SPLITS = ("train", "val", "all")
 

@@ -1,7 +1,6 @@
-"""`dreamcade JOB ...`: each job is the same code and options as its own entry point
-(`python -m record`, `python -m dataset`, `python train.py`, `python -m model.distill`,
-`python play.py`, `python -m eval`),
-which stay; this module only picks the job and names it in the help."""
+"""`dreamcade JOB ...`: the one command. Each job is a module with main(argv, prog) (a clone also
+runs `python train.py` and `python play.py`); this module only picks the job and names it in the
+help, and imports nothing heavy, so `dreamcade --help` is instant."""
 
 from __future__ import annotations
 
@@ -9,12 +8,12 @@ import importlib
 import sys
 
 JOBS = [
-    ("record", "record.__main__", "record gameplay: `screen` (a game on your desktop) or `env` (a gymnasium game)"),
-    ("data", "dataset.__main__", "training stores and checks: `build` (resize, crop, resample), `info`"),
+    ("record", "dreamcade.record.__main__", "record gameplay: `screen` (a game on your desktop) or `env` (a gymnasium game)"),
+    ("data", "dreamcade.dataset.__main__", "training stores and checks: `build` (resize, crop, resample), `info`"),
     ("train", "train", "train a world model on stores (a preset: tiny, demo, atari-64, screen-64)"),
-    ("distill", "model.distill", "a student of a trained model that makes each frame in fewer sampler steps"),
-    ("play", "play.cli", "play a world in a window, from your keyboard, mouse or gamepad"),
-    ("eval", "eval.__main__", "measure it: `drift` (long-session health, healthy horizon), `sweep`, `video`"),
+    ("distill", "dreamcade.training.distill", "a student of a trained model that makes each frame in fewer sampler steps"),
+    ("play", "dreamcade.play.__main__", "play a world in a window, from your keyboard, mouse or gamepad"),
+    ("eval", "dreamcade.eval.__main__", "measure it: `drift` (long-session health, healthy horizon), `sweep`, `video`"),
     ("export", "dreamcade.export", "a self-contained world folder from a run, to share"),
     ("demo", "demo", "the whole loop on Breakout: record, build, train, eval, export, play"),
 ]
@@ -35,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         print(usage(), file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
     if argv[0] == "--version":
-        from dataset.store import software_version
+        from dreamcade.dataset.store import software_version
 
         print(f"dreamcade {software_version()}")
         return 0

@@ -1,4 +1,4 @@
-"""`dreamcade export RUN --out WORLD`: the world folder of a training run (model.world), which
+"""`dreamcade export RUN --out WORLD`: the world folder of a training run (dreamcade.files.world), which
 play and eval load on a machine that has never seen the recordings."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import argparse
 import shlex
 import sys
 
-from dataset.errors import boundary
+from dreamcade.dataset.errors import boundary
 
 
 def parse_args(argv=None, prog: str = "dreamcade export") -> argparse.Namespace:
@@ -33,7 +33,7 @@ def main(argv=None, prog: str = "dreamcade export") -> int:
 
 
 def run(args: argparse.Namespace, argv) -> int:
-    from model.world import export_world
+    from dreamcade.files.world import export_world
 
     command = " ".join(["dreamcade", "export", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
     info = export_world(args.run, args.out, args.data, args.report, args.episodes, args.frames, command,

@@ -1,6 +1,6 @@
-"""Drift evaluation: metrics, rollouts and reports (`python -m eval drift|sweep`)."""
+"""Drift evaluation: metrics, rollouts and reports (`dreamcade eval drift|sweep`)."""
 
-from dataset.errors import UserError
+from dreamcade.dataset.errors import UserError
 
 
 class EvalError(UserError):

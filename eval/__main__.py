@@ -1,8 +1,8 @@
 """Measure how a world model drifts over long sessions.
 
-  python -m eval drift --checkpoint runs/<name> [--data STORE...] --out reports/<name>
-  python -m eval drift --session SESSION.zarr... --data STORE... --out reports/<session>
-  python -m eval sweep --checkpoint runs/a [runs/b ...] --context-noise 0,0.1,0.3 --steps 1,3 --out reports/sweep
+  dreamcade eval drift --checkpoint runs/<name> [--data STORE...] --out reports/<name>
+  dreamcade eval drift --session SESSION.zarr... --data STORE... --out reports/<session>
+  dreamcade eval sweep --checkpoint runs/a [runs/b ...] --context-noise 0,0.1,0.3 --steps 1,3 --out reports/sweep
 
 Each writes a report folder: metrics.json (every figure, with the command and versions), PNG
 plots, MP4 videos and index.html, which shows it all on one page.
@@ -19,23 +19,23 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from dataset import open_store
-from dataset.controls import SpecError
-from dataset.errors import boundary
-from dataset.outputs import check_apart
-from dataset.store import store_exists
-from eval import EvalError
-from eval.settings import DriftSettings, add_options, floats, ints
-from model import sampler as sampling
-from model.device import DEVICES, resolve_device
-from model.frames import check_frames
-from model.inference import load_for_inference
+from dreamcade.dataset import open_store
+from dreamcade.dataset.controls import SpecError
+from dreamcade.dataset.errors import boundary
+from dreamcade.dataset.outputs import check_apart
+from dreamcade.dataset.store import store_exists
+from dreamcade.eval import EvalError
+from dreamcade.eval.settings import DriftSettings, add_options, floats, ints
+from dreamcade.model import sampler as sampling
+from dreamcade.model.device import DEVICES, resolve_device
+from dreamcade.files.frames import check_frames
+from dreamcade.files.inference import load_for_inference
 
 if TYPE_CHECKING:
-    from eval.data import EvalData
-    from eval.sweep import SweepModel
-    from model.config import Config, SamplerConfig
-    from model.denoiser import Denoiser
+    from dreamcade.eval.data import EvalData
+    from dreamcade.eval.sweep import SweepModel
+    from dreamcade.model.config import Config, SamplerConfig
+    from dreamcade.model.denoiser import Denoiser
 
 SWEEP_DEFAULTS = {"horizon": 300, "episodes": 4}
 """Where sweep's options differ from DriftSettings' (drift's): every setting is a full rollout."""
@@ -85,7 +85,7 @@ def _common(p: argparse.ArgumentParser, **defaults) -> None:
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's own choice)")
 
 
-def parse_args(argv=None, prog: str = "python -m eval") -> argparse.Namespace:
+def parse_args(argv=None, prog: str = "dreamcade eval") -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=prog, description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True, metavar="{drift,sweep,video}")
@@ -172,7 +172,7 @@ class DriftInputs:
 
 
 def drift_inputs(args: argparse.Namespace, settings: DriftSettings, device: torch.device) -> DriftInputs:
-    from eval.data import load_sessions, open_eval_data, rollout_cases
+    from dreamcade.eval.data import load_sessions, open_eval_data, rollout_cases
 
     if not args.checkpoint and not args.session:
         raise EvalError("nothing to evaluate: pass --checkpoint runs/<name> (and optionally --data), or --session STORE...")
@@ -216,8 +216,8 @@ def sampler_summary(sampler: SamplerConfig | None, cfg: Config | None, notes: li
 
 
 def cmd_drift(args: argparse.Namespace) -> int:
-    from eval.drift import build_reference, evaluate_model, sessions
-    from eval.report import command_line, drift_metrics, provenance, report_output, write_drift_report
+    from dreamcade.eval.drift import build_reference, evaluate_model, sessions
+    from dreamcade.eval.report import command_line, drift_metrics, provenance, report_output, write_drift_report
 
     settings = DriftSettings.from_args(args)
     device = resolve_device(args.device)
@@ -267,8 +267,8 @@ def print_drift(m: dict, out: Path) -> None:
 
 
 def sweep_models(args: argparse.Namespace, settings: DriftSettings, device: torch.device) -> list[SweepModel]:
-    from eval.data import open_eval_data, rollout_cases
-    from eval.sweep import SweepModel
+    from dreamcade.eval.data import open_eval_data, rollout_cases
+    from dreamcade.eval.sweep import SweepModel
 
     loaded = [(p, *load(p, device)) for p in args.checkpoint]
     stores = args.data or loaded[0][2].data.stores
@@ -286,9 +286,9 @@ def sweep_models(args: argparse.Namespace, settings: DriftSettings, device: torc
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from eval.drift import build_reference
-    from eval.report import command_line, provenance, report_output, write_sweep_report
-    from eval.sweep import best, format_table, run_sweep
+    from dreamcade.eval.drift import build_reference
+    from dreamcade.eval.report import command_line, provenance, report_output, write_sweep_report
+    from dreamcade.eval.sweep import best, format_table, run_sweep
 
     settings = DriftSettings.from_args(args)
     if not args.context_noise or not args.steps:
@@ -322,8 +322,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_video(args: argparse.Namespace) -> int:
-    from dataset import open_store
-    from eval.video import CLIP_KINDS, clip_output, write_clip
+    from dreamcade.dataset import open_store
+    from dreamcade.eval.video import CLIP_KINDS, clip_output, write_clip
 
     out = Path(args.out)
     if out.suffix.lower() not in CLIP_KINDS:
@@ -361,7 +361,7 @@ def cmd_video(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv=None, prog: str = "python -m eval") -> int:
+def main(argv=None, prog: str = "dreamcade eval") -> int:
     args = parse_args(argv, prog)
     if getattr(args, "threads", 0) > 0:
         torch.set_num_threads(args.threads)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dataset import ControlSpec, Store, open_store
-from dataset.windows import NoEpisodesError, WindowDataset
-from eval import EvalError
+from dreamcade.dataset import ControlSpec, Store, open_store
+from dreamcade.dataset.windows import NoEpisodesError, WindowDataset
+from dreamcade.eval import EvalError
 
 
 @dataclass

@@ -16,17 +16,17 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from eval.data import EvalData, RolloutCase, SessionSequence, sample_frames, sample_transitions, sample_windows
-from eval.health import HealthBand, HealthReference, drift_score, frame_health
-from eval.idm import ActionLabels, IdmResult, correct, train_idm
-from eval.metrics import mse, psnr, psnr_from_mse, ssim
-from eval.results import Reference, Rollouts, SessionResult
-from eval.rollout import MeanFrame, RepeatLast, one_step, open_loop
-from eval.settings import DriftSettings
-from eval.summary import num, pad, stats
-from model.config import SamplerConfig
-from model.denoiser import Denoiser
-from model.env import Predictor, WorldModelEnv
+from dreamcade.eval.data import EvalData, RolloutCase, SessionSequence, sample_frames, sample_transitions, sample_windows
+from dreamcade.eval.health import HealthBand, HealthReference, drift_score, frame_health
+from dreamcade.eval.idm import ActionLabels, IdmResult, correct, train_idm
+from dreamcade.eval.metrics import mse, psnr, psnr_from_mse, ssim
+from dreamcade.eval.results import Reference, Rollouts, SessionResult
+from dreamcade.eval.rollout import MeanFrame, RepeatLast, one_step, open_loop
+from dreamcade.eval.settings import DriftSettings
+from dreamcade.eval.summary import num, pad, stats
+from dreamcade.model.config import SamplerConfig
+from dreamcade.model.denoiser import Denoiser
+from dreamcade.model.world_env import Predictor, WorldModelEnv
 
 
 def _chw(frames: np.ndarray) -> torch.Tensor:

@@ -19,9 +19,9 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from dataset.controls import BINARY, ControlSpec
-from dataset.pixels import hwc_to_model
-from eval import EvalError
+from dreamcade.dataset.controls import BINARY, ControlSpec
+from dreamcade.dataset.pixels import hwc_to_model
+from dreamcade.eval import EvalError
 
 
 class InverseDynamics(nn.Module):

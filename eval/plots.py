@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from eval.health import FrameHealth, HealthReference  # noqa: E402
+from dreamcade.eval.health import FrameHealth, HealthReference  # noqa: E402
 
 GEN, REAL, BASE = "tab:blue", "tab:green", "tab:gray"
 
@@ -48,7 +48,7 @@ def plot_quality(path: Path, psnr: np.ndarray, ssim: np.ndarray, static_psnr: np
                  psnr_thresholds: list[float], ssim_thresholds: list[float]) -> Path:
     """PSNR and SSIM against step: each episode (thin), the curve over episodes (PSNR pooled,
     SSIM mean) with a +- std band, the frozen-frame baseline, the thresholds."""
-    from eval.summary import curve
+    from dreamcade.eval.summary import curve
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     for ax, v, s, th, metric, name in ((axes[0], psnr, static_psnr, psnr_thresholds, "psnr", "PSNR (dB)"),

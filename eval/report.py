@@ -1,4 +1,4 @@
-"""The report folder of `python -m eval drift`: metrics.json (every figure, with the command,
+"""The report folder of `dreamcade eval drift`: metrics.json (every figure, with the command,
 versions, checkpoint step and data paths), PNG plots, one MP4 per episode (recorded | generated,
 the metric drawn under it) and index.html, which shows it all on one page.
 
@@ -17,17 +17,17 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from dataset.outputs import Output
-from dataset.store import software_version
-from eval import html as H
-from eval.drift import ModelEval
-from eval.plots import GEN, REAL, plot_health, plot_quality, plot_sweep
-from eval.results import Reference, Rollouts, SessionResult
-from eval.settings import DriftSettings
-from eval.strip import write_comparison
-from eval.summary import chunk_means, drift_means, rollout_summary, session_summary
-from eval.sweep import COLUMNS, plot_axes
-from eval.video import grid, upscale, write_image
+from dreamcade.dataset.outputs import Output
+from dreamcade.dataset.store import software_version
+from dreamcade.eval import html as H
+from dreamcade.eval.drift import ModelEval
+from dreamcade.eval.plots import GEN, REAL, plot_health, plot_quality, plot_sweep
+from dreamcade.eval.results import Reference, Rollouts, SessionResult
+from dreamcade.eval.settings import DriftSettings
+from dreamcade.eval.strip import write_comparison
+from dreamcade.eval.summary import chunk_means, drift_means, rollout_summary, session_summary
+from dreamcade.eval.sweep import COLUMNS, plot_axes
+from dreamcade.eval.video import grid, upscale, write_image
 
 REPORT_MARK = "metrics.json"
 
@@ -62,7 +62,7 @@ def provenance(command: list[str], checkpoint: dict | None, data: list[str], ses
 
 def command_line(argv: list[str] | None = None) -> list[str]:
     """How this evaluation was started, as a person would type it."""
-    return ["python", "-m", "eval", *(sys.argv[1:] if argv is None else argv)]
+    return ["dreamcade", "eval", *(sys.argv[1:] if argv is None else argv)]
 
 
 # -- metrics.json ---------------------------------------------------------------------------------------

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from eval.data import EvalData, RolloutCase, SessionSequence
-from eval.health import FrameHealth, HealthBand, HealthReference
-from eval.idm import IdmResult
+from dreamcade.eval.data import EvalData, RolloutCase, SessionSequence
+from dreamcade.eval.health import FrameHealth, HealthBand, HealthReference
+from dreamcade.eval.idm import IdmResult
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Generating frames for evaluation through the one rollout object, WorldModelEnv.
 
-The baselines below are predictors (model.env.Predictor), so they run through the very same
+The baselines below are predictors (dreamcade.model.world_env.Predictor), so they run through the very same
 code as the model: the env, the one-step evaluation, the rollouts.
 """
 
@@ -12,12 +12,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from dataset.batch import Batch
-from dataset.controls import ControlSpec
-from dataset.pixels import hwc_to_model, model_to_hwc
-from model.config import SamplerConfig
-from model.denoiser import Denoiser
-from model.env import Predictor, predict_next
+from dreamcade.dataset.batch import Batch
+from dreamcade.dataset.controls import ControlSpec
+from dreamcade.dataset.pixels import hwc_to_model, model_to_hwc
+from dreamcade.model.config import SamplerConfig
+from dreamcade.model.denoiser import Denoiser
+from dreamcade.model.world_env import Predictor, predict_next
 
 
 class RolloutEnv(Protocol):

@@ -1,5 +1,5 @@
 """What an evaluation measures and how much of it: DriftSettings. Each field is also an option of
-`python -m eval drift` and `sweep` (--horizon for horizon, ...): its default, help and rule live in
+`dreamcade eval drift` and `sweep` (--horizon for horizon, ...): its default, help and rule live in
 the field, and the command line is built from them."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import MISSING, Field, dataclass, field, fields
 
-from eval import EvalError
-from eval.health import chunk_size
+from dreamcade.eval import EvalError
+from dreamcade.eval.health import chunk_size
 
 
 def floats(text: str) -> list[float]:
@@ -39,7 +39,7 @@ def option(default, help: str, at_least: int | None = None, metavar: str | None 
 
 @dataclass
 class DriftSettings:
-    """What `python -m eval drift` measures and how much of it; each field is an option."""
+    """What `dreamcade eval drift` measures and how much of it; each field is an option."""
 
     horizon: int = option(1000, "steps generated per rollout, and frames measured per session episode", at_least=1)
     episodes: int = option(8, "held-out episodes rolled out, the longest ones", at_least=1)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eval.video import VideoWriter, upscale
+from dreamcade.eval.video import VideoWriter, upscale
 
 GAP = 4  # pixels between the real and the generated frame
 TEXT_H, CURVE_H = 16, 44  # strip rows, pixels

@@ -9,10 +9,10 @@ import math
 import numpy as np
 import torch
 
-from eval.health import FrameHealth, HealthBand, HealthReference
-from eval.metrics import PSNR_CAP, psnr_from_mse
-from eval.results import Reference, Rollouts, SessionResult
-from eval.settings import DriftSettings
+from dreamcade.eval.health import FrameHealth, HealthBand, HealthReference
+from dreamcade.eval.metrics import PSNR_CAP, psnr_from_mse
+from dreamcade.eval.results import Reference, Rollouts, SessionResult
+from dreamcade.eval.settings import DriftSettings
 
 
 def num(x) -> float | None:

@@ -1,4 +1,4 @@
-"""`python -m eval sweep`: the same drift figures over a grid of context noise levels, sampler
+"""`dreamcade eval sweep`: the same drift figures over a grid of context noise levels, sampler
 steps and checkpoints, reduced to one row each, so that a table and a plot show what buys
 stability. The data, the health reference and the action classifier are built once."""
 
@@ -9,14 +9,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from eval.data import EvalData, RolloutCase
-from eval.drift import evaluate_model
-from eval.results import Reference
-from eval.settings import DriftSettings
-from eval.summary import rollout_summary
-from model import sampler as sampling
-from model.config import Config
-from model.denoiser import Denoiser
+from dreamcade.eval.data import EvalData, RolloutCase
+from dreamcade.eval.drift import evaluate_model
+from dreamcade.eval.results import Reference
+from dreamcade.eval.settings import DriftSettings
+from dreamcade.eval.summary import rollout_summary
+from dreamcade.model import sampler as sampling
+from dreamcade.model.config import Config
+from dreamcade.model.denoiser import Denoiser
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """Writing frames as images, MP4 videos and GIFs, and a store's episodes as a clip
-(`python -m eval video`)."""
+(`dreamcade eval video`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import imageio.v3 as iio
 import numpy as np
 
-from dataset.outputs import Output
+from dreamcade.dataset.outputs import Output
 
 
 def upscale(frames: np.ndarray, scale: int) -> np.ndarray:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from dataset.controls import CONTINUOUS, ControlSpec
-from model.unet import FourierFeatures
+from dreamcade.dataset.controls import CONTINUOUS, ControlSpec
+from dreamcade.model.unet import FourierFeatures
 
 
 class ActionEncoder(nn.Module):

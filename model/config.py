@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from dataset.errors import UserError
+from dreamcade.dataset.errors import UserError
 
 
 class ConfigError(UserError, ValueError):
@@ -25,7 +25,7 @@ def require(ok: bool, message: str) -> None:
 @dataclass
 class DataConfig:
     stores: list[str] = field(default_factory=list)
-    """Training stores (`python -m dataset build ...`); `--data` on the command line sets them."""
+    """Training stores (`dreamcade data build ...`); `--data` on the command line sets them."""
     context: int = 4
     """L: past frames the model sees, 1 to 16."""
     val_fraction: float = 0.1

@@ -8,12 +8,12 @@ import contextlib
 import torch
 from torch import nn
 
-from dataset.batch import Batch
-from dataset.controls import ControlSpec
-from model import edm
-from model.conditioning import Conditioner
-from model.config import DiffusionConfig, NetworkConfig
-from model.unet import UNet
+from dreamcade.dataset.batch import Batch
+from dreamcade.dataset.controls import ControlSpec
+from dreamcade.model import edm
+from dreamcade.model.conditioning import Conditioner
+from dreamcade.model.config import DiffusionConfig, NetworkConfig
+from dreamcade.model.unet import UNet
 
 
 class Denoiser(nn.Module):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from dataset.errors import UserError
-from model.denoiser import Denoiser
+from dreamcade.dataset.errors import UserError
+from dreamcade.model.denoiser import Denoiser
 
 
 DEVICES = ("auto", "cpu", "cuda")

@@ -12,10 +12,10 @@ from typing import Callable
 
 import torch
 
-from dataset.errors import UserError
-from dataset.pixels import quantize
-from model import edm
-from model.config import STEPS, SamplerConfig
+from dreamcade.dataset.errors import UserError
+from dreamcade.dataset.pixels import quantize
+from dreamcade.model import edm
+from dreamcade.model.config import STEPS, SamplerConfig
 
 Denoise = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 __all__ = ["STEPS", "SamplerError", "check_steps", "check_context_noise", "context_noise_used", "settings", "schedule", "sample", "next_frame"]

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.config import NetworkConfig
+from dreamcade.model.config import NetworkConfig
 
 
 class FourierFeatures(nn.Module):

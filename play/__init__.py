@@ -5,7 +5,7 @@ and gamepad events -> action rows through a checkpoint's control spec, and the w
 store), `real_game` (the gymnasium game beside the model on the same input) and `health` (the
 live sharpness figure that warns when the frames go bad). PlayError is here."""
 
-from dataset.errors import UserError
+from dreamcade.dataset.errors import UserError
 
 
 class PlayError(UserError):

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dataset import StoreError, open_store
-from dataset.controls import ControlSpec
-from dataset.store import store_exists
+from dreamcade.dataset import StoreError, open_store
+from dreamcade.dataset.controls import ControlSpec
+from dreamcade.dataset.store import store_exists
 
 PLAY_HINT = "start from another episode (--episode N) or from another store (--data STORE)"
 
@@ -30,7 +30,7 @@ class Contexts:
              val_fraction: float, seed: int | None) -> Contexts:
         """Every episode of `data` when given, else the validation episodes of a checkpoint's
         training stores (split as training split them; all episodes when none is held out)."""
-        from dataset.windows import NoEpisodesError, WindowDataset
+        from dreamcade.dataset.windows import NoEpisodesError, WindowDataset
 
         if data is not None:
             s = open_store(data, expect_spec=spec)

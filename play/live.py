@@ -23,9 +23,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dataset.controls import BINARY, CONTINUOUS, Control, ControlSpec
-from record.inputs import KEY_NAMES, InputState, pygame_key_name, source_kind
-from record.policies import DEFAULT_KEYS, meaning_parts, pick_action
+from dreamcade.dataset.controls import BINARY, CONTINUOUS, Control, ControlSpec
+from dreamcade.record.inputs import KEY_NAMES, InputState, pygame_key_name, source_kind
+from dreamcade.record.policies import DEFAULT_KEYS, meaning_parts, pick_action
 
 # an exclusive game's gamepad: buttons holding a meaning part, and axes (source, part below
 # -STICK_THRESHOLD, part above +STICK_THRESHOLD); stick y is positive down, hat y is 1 for up
@@ -123,7 +123,7 @@ class LiveInput:
         self.needs_pad = not spec.exclusive and self.state.wants_prefix("pad:")
         self.pad = None
         if self.state.wants_prefix("pad:"):
-            from record.gamepad import GamepadReader
+            from dreamcade.record.gamepad import GamepadReader
 
             notes = on_change or (lambda text: None)
             # the window says itself when a pad it needs is missing; plugs and unplugs are told

@@ -3,7 +3,7 @@ game a store was recorded from, rebuilt from the store's `source` attribute and 
 same one-hot actions, its frames brought to the model's size the way the store's were made.
 
 A raw `record env` store keeps the game in `source` (kind "env": env_id, frameskip,
-repeat_action_probability); a training store from `dataset build` keeps each recording's source
+repeat_action_probability); a training store from `dreamcade data build` keeps each recording's source
 in `source.sources[i].source`, and its options (size, crop, fps) in `source.options`.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dataset.build import BuildOptions, transform
-from dataset.controls import ControlSpec
-from dataset.store import Store, StoreError, open_store
+from dreamcade.dataset.build import BuildOptions, transform
+from dreamcade.dataset.controls import ControlSpec
+from dreamcade.dataset.store import Store, StoreError, open_store
 
 
 def game_source(store: Store) -> tuple[dict | None, int, dict, str]:
@@ -49,7 +49,7 @@ class RealGame:
         first_size, options = _sizes(store, opts, size)
         if first_size == "unknown":
             return None, "no real game: its store was cropped and the raw recording is not here to size the crop"
-        from record.env import EnvRecording, Recorder
+        from dreamcade.record.gym_game import EnvRecording, Recorder
 
         rec = EnvRecording(env_id=game["env_id"], policy="random", frameskip=int(game.get("frameskip", 1)),
                            repeat_action_probability=float(game.get("repeat_action_probability", 0.0)),

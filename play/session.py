@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dataset import StoreWriter
-from dataset.build import idle_row
-from dataset.outputs import Output
+from dreamcade.dataset import StoreWriter
+from dreamcade.dataset.build import idle_row
+from dreamcade.dataset.outputs import Output
 
 
 class Session:

@@ -13,17 +13,17 @@ from pathlib import Path
 
 import numpy as np
 
-from dataset.errors import UserError
-from dataset.outputs import Output
-from dataset.store import store_output
-from model.env import WorldModelEnv
-from model.sampler import STEPS, context_noise_used
-from play import PlayError
-from play.contexts import Contexts
-from play.health import Health
-from play.live import HOTKEYS, LiveInput, hotkey_map
-from play.real_game import RealGame
-from play.session import Session
+from dreamcade.dataset.errors import UserError
+from dreamcade.dataset.outputs import Output
+from dreamcade.dataset.store import store_output
+from dreamcade.model.world_env import WorldModelEnv
+from dreamcade.model.sampler import STEPS, context_noise_used
+from dreamcade.play import PlayError
+from dreamcade.play.contexts import Contexts
+from dreamcade.play.health_meter import Health
+from dreamcade.play.live import HOTKEYS, LiveInput, hotkey_map
+from dreamcade.play.real_game import RealGame
+from dreamcade.play.session import Session
 
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 
@@ -138,7 +138,7 @@ class Player:
     def stop_saving(self) -> None:
         n, path = self.session.close(), self.session.path
         self.session = None
-        self.say(f"saved {n} frames to {path} (`python -m dataset info {path}`)")
+        self.say(f"saved {n} frames to {path} (`dreamcade data info {path}`)")
 
     def on_hotkey(self, name: str) -> None:
         s, pg = self.env.sampler, self.pg
@@ -346,7 +346,7 @@ class Player:
             self.stop_saving()
         if self.video is not None:
             n = self.video.close()
-            self.say(f"wrote {self.video.path}: {n} frames" if n else f"no video written: no frame was generated")
+            self.say(f"wrote {self.video.path}: {n} frames" if n else "no video written: no frame was generated")
         self.live.close()
         if self.real is not None:
             self.real.close()
@@ -361,7 +361,7 @@ class Clip:
         import queue
         import threading
 
-        from eval.video import write_clip
+        from dreamcade.eval.video import write_clip
 
         self.path, self.output, self.n = Path(path), output, 0
         self.queue: queue.Queue = queue.Queue(maxsize=64)

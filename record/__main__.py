@@ -1,4 +1,4 @@
-"""`python -m record env|screen ...`: record gameplay into a store."""
+"""`dreamcade record env|screen ...`: record gameplay into a store."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import sys
 
 import yaml
 
-from dataset.__main__ import parse_size
-from dataset.errors import boundary
-from dataset.store import store_output
-from record.env import POLICIES, EnvError, EnvRecording, Recorder
-from record.screen import ScreenRecorder, ScreenRecording
+from dreamcade.dataset.__main__ import parse_size
+from dreamcade.dataset.errors import boundary
+from dreamcade.dataset.store import store_output
+from dreamcade.record.gym_game import POLICIES, EnvError, EnvRecording, Recorder
+from dreamcade.record.screen import ScreenRecorder, ScreenRecording
 
 
 def parse_region(text: str) -> tuple[int, int, int, int]:
@@ -97,7 +97,7 @@ def cmd_env(args: argparse.Namespace) -> int:
     except BaseException:
         output.abort()  # nothing once the store was closed: a stopped recording keeps what it holds
         raise
-    print(f"wrote {out}  (inspect it with: python -m dataset info {out})")
+    print(f"wrote {out}  (inspect it with: dreamcade data info {out})")
     return 0
 
 
@@ -106,9 +106,9 @@ Only the inputs that the control profile names are recorded, and only while reco
 (not before the start, not while paused, not after the stop; with --window, not while another
 window has the focus). Typing anything else records nothing. Frames hold the captured pixels
 only (no mouse cursor). Examples:
-  python -m record screen --window "my game" --controls platformer --out runs/me.zarr
-  python -m record screen --region 0,0,1280,720 --fps 60 --size 256x144 --controls fps --out fps.zarr
-  python -m record.square_game &      # a tiny game to try it on
+  dreamcade record screen --window "my game" --controls platformer --out runs/me.zarr
+  dreamcade record screen --region 0,0,1280,720 --fps 60 --size 256x144 --controls fps --out fps.zarr
+  python -m dreamcade.record.square_game &      # a tiny game to try it on
 """
 
 
@@ -165,21 +165,21 @@ def cmd_screen(args: argparse.Namespace) -> int:
                           queue_seconds=args.queue_seconds, flush_seconds=args.flush_seconds,
                           gamepad_hz=args.gamepad_hz, overwrite=args.overwrite, quiet=args.quiet)
     ScreenRecorder(rec).run()
-    print(f"wrote {rec.out}  (inspect it with: python -m dataset info {rec.out})")
+    print(f"wrote {rec.out}  (inspect it with: dreamcade data info {rec.out})")
     return 0
 
 
-def build_parser(prog: str = "python -m record") -> argparse.ArgumentParser:
+def build_parser(prog: str = "dreamcade record") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog,
                                 description="Record gameplay (frames plus the input of every frame) "
-                                "into a zarr store that `python -m dataset info` reads.")
+                                "into a zarr store that `dreamcade data info` reads.")
     sub = p.add_subparsers(dest="command", required=True)
     add_env_parser(sub)
     add_screen_parser(sub)
     return p
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m record") -> int:
+def main(argv: list[str] | None = None, prog: str = "dreamcade record") -> int:
     args = build_parser(prog).parse_args(argv)
     return boundary(lambda: args.func(args), f"stopped; the store at {args.out} holds what was recorded")
 

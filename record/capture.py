@@ -6,7 +6,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from dataset.errors import UserError
+from dreamcade.dataset.errors import UserError
 
 
 class CaptureError(UserError, RuntimeError):
@@ -43,7 +43,7 @@ class Target:
         self.source = {"monitor": n, "region": list(self.rect)}
 
     def _open_window(self, name: str) -> None:
-        from record.window import WindowError, X11Window
+        from dreamcade.record.x11 import WindowError, X11Window
 
         try:
             self.window = X11Window(name)

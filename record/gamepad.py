@@ -19,7 +19,7 @@ import os
 import threading
 import time
 
-from record.inputs import PAD_BUTTONS, PAD_STICKS, PAD_TRIGGERS, InputState
+from dreamcade.record.inputs import PAD_BUTTONS, PAD_STICKS, PAD_TRIGGERS, InputState
 
 AXIS_NAMES = PAD_STICKS + PAD_TRIGGERS  # in SDL_GameControllerAxis order
 AXIS_MAX = 32767.0

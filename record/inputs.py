@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dataset.controls import BINARY, CONTINUOUS, ControlSpec, SpecError
-from dataset.errors import UserError
+from dreamcade.dataset.controls import BINARY, CONTINUOUS, ControlSpec, SpecError
+from dreamcade.dataset.errors import UserError
 
 # -- canonical names ---------------------------------------------------------------------------
 

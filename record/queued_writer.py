@@ -15,8 +15,8 @@ import threading
 
 import numpy as np
 
-from dataset.store import StoreWriter
-from record.inputs import Event
+from dreamcade.dataset.store import StoreWriter
+from dreamcade.record.inputs import Event
 
 
 class QueuedWriter:

@@ -26,14 +26,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from dataset import presets
-from dataset.controls import ControlSpec, SpecError
-from dataset.errors import UserError
-from dataset.store import StoreWriter
-from record.capture import CaptureError, Target, grab
-from record.inputs import KEY_NAMES, DisplayError, InputState, KeyboardMouse, check_sources
-from record.queued_writer import QueuedWriter
-from record.status import DiskUsage, Status
+from dreamcade.dataset import presets
+from dreamcade.dataset.controls import ControlSpec, SpecError
+from dreamcade.dataset.errors import UserError
+from dreamcade.dataset.store import StoreWriter
+from dreamcade.record.capture import CaptureError, Target, grab
+from dreamcade.record.inputs import KEY_NAMES, DisplayError, InputState, KeyboardMouse, check_sources
+from dreamcade.record.queued_writer import QueuedWriter
+from dreamcade.record.status import DiskUsage, Status
 
 CHECK_EVERY = 0.05  # seconds between checks of the window's place and focus
 
@@ -44,7 +44,7 @@ class RecordError(UserError, RuntimeError):
 
 @dataclass
 class ScreenRecording:
-    """What `python -m record screen` records; every field maps to a command-line option."""
+    """What `dreamcade record screen` records; every field maps to a command-line option."""
 
     out: str = "session.zarr"
     controls: str = "platformer"
@@ -243,7 +243,7 @@ class ScreenRecorder:
                 raise RecordError(str(e)) from None
             devices.append(kb)
         if self.state.wants_prefix("pad:"):
-            from record.gamepad import GamepadReader
+            from dreamcade.record.gamepad import GamepadReader
 
             pad = GamepadReader(self.state, self.rec.gamepad_hz, on_change=self.status.message)
             pad.start()

@@ -1,6 +1,6 @@
 """A tiny game to try the screen recorder on: a square that the arrow keys (or WASD, or a
 gamepad's left stick and d-pad) move around a window; it turns red while Z (or the pad's A) is
-held. `python -m record.square_game [--size 320x240] [--auto]`. Esc or closing the window quits.
+held. `python -m dreamcade.record.square_game [--size 320x240] [--auto]`. Esc or closing the window quits.
 
 It prints `window 0x... ready` once its window is on screen (the X11 window id, for scripts and
 tests). `--auto` moves the square by itself (for benchmarks: something on screen that moves).
@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 
-from record.inputs import pygame_key_name
+from dreamcade.record.inputs import pygame_key_name
 
 TITLE = "dreamcade square game"
 BACKGROUND = (24, 28, 48)
@@ -125,9 +125,9 @@ def run(width: int, height: int, side: int, speed: float, auto: bool, fps: float
 
 
 def main(argv: list[str] | None = None) -> int:
-    from record.__main__ import parse_size
+    from dreamcade.record.__main__ import parse_size
 
-    p = argparse.ArgumentParser(prog="python -m record.square_game", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m dreamcade.record.square_game", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", type=parse_size, default=(320, 240), help="window WIDTHxHEIGHT (default 320x240)")
     p.add_argument("--side", type=int, default=0, help="square side in pixels (default: a tenth of the height)")

@@ -23,7 +23,7 @@ def run_cli(*args: str, check: bool = True, timeout: float = 300, env: dict | No
 
 @pytest.fixture
 def small_spec():
-    from dataset import Control, ControlSpec
+    from dreamcade.dataset import Control, ControlSpec
     return ControlSpec((Control("left", source="key:left"), Control("right", source="key:right"),
                         Control("mouse_dx", "continuous", "mouse:dx", -50.0, 50.0)), name="test")
 

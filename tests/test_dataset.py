@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from conftest import ROOT, run_cli
-from dataset import Control, ControlSpec, StoreError, StoreWriter, open_store
-from dataset.build import BuildOptions, build, merge_actions
-from dataset.windows import ChunkBlockSampler, WindowDataset, make_loader, split_episodes
+from dreamcade.dataset import Control, ControlSpec, StoreError, StoreWriter, open_store
+from dreamcade.dataset.build import BuildOptions, build, merge_actions
+from dreamcade.dataset.windows import ChunkBlockSampler, WindowDataset, make_loader, split_episodes
 
 SPEC = ControlSpec((Control("jump", source="key:space"), Control("fire", source="key:z"),
                     Control("mouse_dx", "continuous", "mouse:dx", -50.0, 50.0),
@@ -232,7 +232,7 @@ def test_split_is_by_episode_disjoint_and_covers_everything(stores):
 SPLIT_SCRIPT = """
 import json, sys
 sys.path.insert(0, {root!r})
-from dataset.windows import WindowDataset
+from dreamcade.dataset.windows import WindowDataset
 ds = WindowDataset({paths!r}, context=2, split="val", val_fraction=0.3)
 print(json.dumps([[str(p), a, b] for p, a, b in ds.episodes]))
 """

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from conftest import run_cli
-from dataset import open_store
-from model.checkpoint import load_model
+from dreamcade.dataset import open_store
+from dreamcade.files.checkpoint import load_model
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""`python -m eval drift` and `python -m eval sweep` end to end on a tiny checkpoint and a small
+"""`dreamcade eval drift` and `dreamcade eval sweep` end to end on a tiny checkpoint and a small
 real Atari recording: the report folder, sessions without ground truth, refusals, help; the
 options built from DriftSettings; no import cycle inside eval."""
 
@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from conftest import ROOT, run_cli
-from dataset import StoreWriter, open_store
-from eval import EvalError
-from eval.__main__ import parse_args
-from eval.settings import DriftSettings, add_options
-from model.checkpoint import export_model, load_model
-from model.env import WorldModelEnv
+from dreamcade.dataset import StoreWriter, open_store
+from dreamcade.eval import EvalError
+from dreamcade.eval.__main__ import parse_args
+from dreamcade.eval.settings import DriftSettings, add_options
+from dreamcade.files.checkpoint import export_model, load_model
+from dreamcade.model.world_env import WorldModelEnv
 
 SMALL = ["--horizon", "20", "--episodes", "2", "--idm-steps", "30", "--windows", "64", "--bank", "200",
          "--threads", "1", "--quiet"]
@@ -70,7 +70,7 @@ def test_drift_writes_the_whole_report(breakout, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["health.png", "index.html", "metrics.json", "one_step.png",
                                                       "quality.png", "steps.png", "videos"]
     m = json.loads((out / "metrics.json").read_text())
-    assert m["command"].startswith("python -m eval drift --checkpoint")
+    assert m["command"].startswith("dreamcade eval drift --checkpoint")
     assert m["checkpoint"] == {"path": str(run), "step": 4}
     assert m["data"] == [str(store)] and m["reference"]["split"] == "all"
     assert m["versions"]["torch"] == torch.__version__ and m["versions"]["dreamcade"]
@@ -248,7 +248,7 @@ def test_skip_damaged_and_the_health_window_run_end_to_end(breakout, tmp_path):
 
 
 def test_the_steps_shown_are_the_decades_and_the_horizon():
-    from eval.report import shown_steps
+    from dreamcade.eval.report import shown_steps
     assert shown_steps(10000) == [1, 10, 100, 1000, 10000]
     assert shown_steps(1000) == [1, 10, 100, 1000] and shown_steps(300) == [1, 10, 100, 300]
     assert shown_steps(1) == [1] and shown_steps(20) == [1, 10, 20]

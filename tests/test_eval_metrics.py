@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from eval.health import (LEVEL_FLOOR, FrameHealth, HealthBand, HealthReference, colour_distance, drift_score,
+from dreamcade.eval.health import (LEVEL_FLOOR, FrameHealth, HealthBand, HealthReference, colour_distance, drift_score,
                          frame_histograms, frame_health, histogram_distance, level_distribution, motion, nearest,
                          sharpness)
-from eval.metrics import PSNR_CAP, psnr, psnr_from_mse, ssim
+from dreamcade.eval.metrics import PSNR_CAP, psnr, psnr_from_mse, ssim
 
 
 def even_noise(n=4, h=64, w=64, seed=0) -> np.ndarray:
@@ -224,7 +224,7 @@ def test_health_reference_levels():
 
 def block_game_frames(seed: int, n: int, size: int = 32) -> np.ndarray:
     """n consecutive frames of our block game under random held moves, uint8 [n, size, size, 3]."""
-    from record.games import BlockGame
+    from dreamcade.record.games import BlockGame
     game, rng = BlockGame(size=size, max_steps=10**9), np.random.default_rng(seed)
     frames, action = [game.reset(seed=seed)[0]], 1
     for t in range(n - 1):

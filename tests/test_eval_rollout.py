@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from dataset import Control, ControlSpec
-from eval.data import SessionSequence, open_eval_data, rollout_cases, sample_transitions, sample_windows
-from eval.drift import DriftSettings, build_reference, rollouts, sessions, teacher_forced
-from eval.idm import train_idm
-from eval.metrics import PSNR_CAP, psnr
-from eval.rollout import MeanFrame, RepeatLast
-from eval.summary import crossings, first_below, per_step, rollout_summary
-from model.config import SamplerConfig
+from dreamcade.dataset import Control, ControlSpec
+from dreamcade.eval.data import SessionSequence, open_eval_data, rollout_cases, sample_transitions, sample_windows
+from dreamcade.eval.drift import DriftSettings, build_reference, rollouts, sessions, teacher_forced
+from dreamcade.eval.idm import train_idm
+from dreamcade.eval.metrics import PSNR_CAP, psnr
+from dreamcade.eval.rollout import MeanFrame, RepeatLast
+from dreamcade.eval.summary import crossings, first_below, per_step, rollout_summary
+from dreamcade.model.config import SamplerConfig
 
 L = 2
 CPU = torch.device("cpu")

@@ -8,9 +8,8 @@ import pytest
 import torch
 
 from conftest import run_cli
-from model.device import configure
-from model.inference import load_for_inference
-from model.sampler import next_frame
+from dreamcade.files.inference import load_for_inference
+from dreamcade.model.sampler import next_frame
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch sees none)")]

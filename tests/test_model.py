@@ -6,16 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from dataset import Control, ControlSpec
-from dataset.batch import Batch
-from model import edm
-from model.checkpoint import CheckpointError, export_model, load_model
-from model.config import Config, ConfigError
-from model.config_file import apply_override, load_config
-from model.denoiser import Denoiser
-from model.env import WorldModelEnv
-from dataset.pixels import quantize
-from model.sampler import next_frame, sample
+from dreamcade.dataset import Control, ControlSpec
+from dreamcade.dataset.batch import Batch
+from dreamcade.model import edm
+from dreamcade.files.checkpoint import CheckpointError, export_model, load_model
+from dreamcade.model.config import Config, ConfigError
+from dreamcade.files.config_file import apply_override, load_config
+from dreamcade.model.denoiser import Denoiser
+from dreamcade.model.world_env import WorldModelEnv
+from dreamcade.dataset.pixels import quantize
+from dreamcade.model.sampler import next_frame, sample
 
 SPEC = ControlSpec((Control("left"), Control("right"), Control("dx", "continuous", "mouse:dx", -20, 20)))
 
@@ -347,7 +347,7 @@ def test_presets_load_and_build(preset):
 
 
 def test_hold_keeps_the_last_value_of_pixels_that_barely_changed():
-    from model.sampler import hold
+    from dreamcade.model.sampler import hold
     level = 1 / 127.5  # one 8-bit level in [-1, 1] units
     last = torch.tensor([0.0, 0.0, 0.0, 0.0, -1.0])
     frame = last + torch.tensor([1, -2, 3, 0, 2]) * level
@@ -362,7 +362,7 @@ def test_the_sampler_under_torch_compile_on_the_cpu_gives_the_eager_frames():
     at the first frame: the compiled module was tested for truth, which it does not support.)"""
     from dataclasses import replace
 
-    from model.device import configure
+    from dreamcade.model.device import configure
 
     cfg = load_config("configs/tiny.yaml")
     spec = ControlSpec(tuple(Control(f"a{i}") for i in range(3)), exclusive=True)

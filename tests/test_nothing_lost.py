@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, run_cli
-from dataset import Control, ControlSpec, StoreWriter, open_store
+from dreamcade.dataset import Control, ControlSpec, StoreWriter, open_store
 
 SPEC = ControlSpec((Control("left", source="key:left"), Control("right", source="key:right")), name="t")
 
@@ -94,7 +94,7 @@ def test_a_missing_chunk_is_refused_everywhere_it_is_read(tmp_path, raw):
     before = tree_hash(raw)
     out = tmp_path / "train.zarr"
     proc = run_cli("-m", "dataset", "build", str(raw), "--size", "16x16", "--out", str(out), "--quiet", check=False)
-    err = refused(proc, gone, "rows 32-47", "dataset info --verify")
+    err = refused(proc, gone, "rows 32-47", "data info --verify")
     assert "--skip-damaged" in err
     assert not out.exists() and siblings(out) == [] and tree_hash(raw) == before
     info = run_cli("-m", "dataset", "info", str(raw), check=False)  # the quick look sees it too, and says 1
@@ -102,8 +102,8 @@ def test_a_missing_chunk_is_refused_everywhere_it_is_read(tmp_path, raw):
     info = run_cli("-m", "dataset", "info", "--verify", str(raw), check=False)  # decoded: said once, exit 1
     assert info.returncode == 1 and info.stdout.count(f"{gone}: chunk file is missing") == 1
     # the readers under train.py, eval and play
-    from dataset import StoreError, WindowDataset
-    from eval.data import open_eval_data
+    from dreamcade.dataset import StoreError, WindowDataset
+    from dreamcade.eval.data import open_eval_data
     with pytest.raises(StoreError, match="chunk file is missing"):
         open_store(raw).read_frames(40, 41)
     for mode in ("ram", "stream"):  # ram reads every frame when it opens, stream when a window needs it
@@ -123,7 +123,7 @@ def test_skip_damaged_leaves_out_the_episode_and_says_so(tmp_path, raw):
     assert "skipped the episode of frames 0-59" in proc.stderr and "chunk file is missing" in proc.stderr
     s = open_store(out)
     assert len(s) == 90 and len(s.episodes()) == 2 and s.verify() == []
-    from dataset import WindowDataset
+    from dreamcade.dataset import WindowDataset
     ds = WindowDataset([raw], context=2, split="all", skip_damaged=True)
     assert [(a, b) for _, a, b in ds.episodes] == [(60, 110), (110, 150)]
     assert len(ds.skipped) == 1 and "frames 0-59" in ds.skipped[0]
@@ -158,7 +158,7 @@ def test_a_failed_overwrite_keeps_the_old_output(tmp_path, raw):
 # -- 4: damage in a validation episode drops validation silently ----------------------------------------
 
 def test_damage_in_a_validation_episode_is_refused_by_train(tmp_path):
-    from dataset import WindowDataset
+    from dreamcade.dataset import WindowDataset
     raw = write_store(tmp_path / "raw.zarr", [64] * 6, chunk=64)  # one chunk per episode
     (_, start, _), = WindowDataset([raw], context=2, split="val", val_fraction=0.2).episodes
     gone = frame_chunk_file(raw, start // 64)
@@ -172,10 +172,10 @@ def test_damage_in_a_validation_episode_is_refused_by_train(tmp_path):
 def test_when_skip_damaged_leaves_no_validation_episode_train_and_eval_say_so_and_go_on(tmp_path, capsys):
     """Every held-out episode damaged: train goes on without validation and eval on every episode
     left (as with one episode), each with a note that names the damage, not a refusal."""
-    from dataset import WindowDataset
-    from eval.data import open_eval_data
-    from model.config_file import load_config
-    from model.training import build_data
+    from dreamcade.dataset import WindowDataset
+    from dreamcade.eval.data import open_eval_data
+    from dreamcade.files.config_file import load_config
+    from dreamcade.training.parts import build_data
     raw = write_store(tmp_path / "raw.zarr", [64] * 6, chunk=64)
     (_, start, _), = WindowDataset([raw], context=2, split="val", val_fraction=0.1).episodes
     gone = frame_chunk_file(raw, start // 64)
@@ -227,7 +227,7 @@ def test_bad_values_are_refused_and_blamed_on_their_source(override, says):
 
 
 def test_every_zero_means_never_and_never_divides_by_zero():
-    from train import due
+    from dreamcade.train import due
     assert [s for s in range(1, 11) if due(s, 0, 10)] == [10]
     assert [s for s in range(1, 11) if due(s, 4, 10)] == [4, 8, 10]
     out = run_cli("train.py", "--config", "configs/tiny.yaml", "train.eval_every=0", "train.save_every=0",
@@ -270,9 +270,9 @@ def test_record_env_with_a_missing_module_is_one_line(tmp_path):
 # -- 12: model files ---------------------------------------------------------------------------------------------
 
 def test_model_files_are_readable_by_others_and_a_truncated_one_is_called_truncated(tmp_path):
-    from model.checkpoint import CheckpointError, export_model, load_model
-    from model.config_file import load_config
-    from model.denoiser import Denoiser
+    from dreamcade.files.checkpoint import CheckpointError, export_model, load_model
+    from dreamcade.files.config_file import load_config
+    from dreamcade.model.denoiser import Denoiser
 
     cfg = load_config("configs/tiny.yaml", ["model.channels=[8,16]", "model.cond_dim=16", "model.action_dim=4"])
     model = Denoiser(cfg.model, cfg.diffusion, SPEC, cfg.data.context)

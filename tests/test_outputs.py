@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_cli
-from dataset import open_store
-from dataset.outputs import Output, OutputError
+from dreamcade.dataset import open_store
+from dreamcade.dataset.outputs import Output, OutputError
 from test_nothing_lost import frame_chunk_file, tree_hash, write_store
 
 SMALL = ["--horizon", "12", "--episodes", "1", "--idm-steps", "10", "--windows", "16", "--bank", "100",
@@ -34,21 +34,21 @@ TRAIN = ["train.steps=4", "train.batch_size=4", "train.threads=1", "train.eval_e
 def call(command: str, *argv: str) -> int:
     """`command` (dataset, record, export, eval, play, train, distill, demo) run in this process."""
     if command == "dataset":
-        from dataset.__main__ import main
+        from dreamcade.dataset.__main__ import main
     elif command == "record":
-        from record.__main__ import main
+        from dreamcade.record.__main__ import main
     elif command == "export":
         from dreamcade.export import main
     elif command == "eval":
-        from eval.__main__ import main
+        from dreamcade.eval.__main__ import main
     elif command == "play":
-        from play.cli import main
+        from dreamcade.play.__main__ import main
     elif command == "train":
-        from train import main
+        from dreamcade.train import main
     elif command == "distill":
-        from model.distill import main
+        from dreamcade.training.distill import main
     else:
-        from demo import main
+        from dreamcade.demo import main
     try:
         return main(list(argv))
     except SystemExit as e:  # argparse
@@ -76,7 +76,7 @@ def wait_for(check, seconds: float = 60.0, what: str = "") -> None:
 
 def frames_in(store: Path) -> int:
     """Committed frames of a store being written (0 while it cannot be opened yet)."""
-    from dataset import StoreError
+    from dreamcade.dataset import StoreError
 
     try:
         return open_store(store).n_frames
@@ -492,9 +492,9 @@ def test_19_demo_refuses_before_recording(tmp_path, capsys, option, value, says)
 
 
 def test_19_demo_prints_its_stages_as_a_user_types_them():
-    proc = subprocess.run([sys.executable, "-c", "import demo; demo.run(['-m', 'dataset', '--help'], 'look')"],
+    proc = subprocess.run([sys.executable, "-c", "from dreamcade import demo; demo.run(['-m', 'dreamcade', 'data', '--help'], 'look')"],
                           cwd=ROOT, capture_output=True, text=True, check=True)
-    assert "$ python -m dataset --help" in proc.stdout
+    assert "$ python -m dreamcade data --help" in proc.stdout
 
 
 # -- 20, 21: damage messages that fit the command ----------------------------------------------------------------

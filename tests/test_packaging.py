@@ -1,6 +1,8 @@
-"""The wheel: built from the repository, installed (not editable) into a fresh venv, it runs the
-tiny pipeline end to end from a folder that holds no source: record -> build -> train -> export
--> play headless -> eval, with the presets and control profiles it ships."""
+"""The wheel: built from the repository, installed (not editable) into a fresh venv beside another
+distribution that owns a top-level `dataset` module, it runs the tiny pipeline end to end from a
+folder that holds a user's own model.py and eval.py: record -> build -> train -> export -> play
+headless -> eval, with the presets and control profiles it ships. Everything of ours is
+dreamcade.*, so neither shadows nor is shadowed."""
 
 import json
 import shutil
@@ -44,18 +46,38 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_tiny_pipeline(tmp_pat
     (site / "zz_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     sh(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--no-deps", "--no-index",
        wheel, cwd=tmp_path)
+    # another distribution with a top-level `dataset` package (PyPI has one), installed after ours
+    other = tmp_path / "other"
+    (other / "dataset").mkdir(parents=True)
+    (other / "dataset" / "__init__.py").write_text('OWNER = "the other distribution"\n')
+    (other / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools"]\nbuild-backend = '
+                                          '"setuptools.build_meta"\n[project]\nname = "dataset"\nversion = "1.0"\n'
+                                          '[tool.setuptools]\npackages = ["dataset"]\n')
+    sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist", other,
+       cwd=tmp_path)
+    sh(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--no-deps", "--no-index",
+       next((tmp_path / "dist").glob("dataset-*.whl")), cwd=tmp_path)
+    shown = sh(venv / "bin" / "python", "-m", "pip", "show", "-f", "dreamcade", cwd=tmp_path).stdout
+    ours = {Path(f).parts[0] for f in shown.split("Files:")[1].split() if not f.startswith("..")}  # ../bin: scripts
+    assert ours == {"dreamcade", "dreamcade-0.1.0.dist-info"}, ours
+
     work = tmp_path / "work"
     work.mkdir()
+    for mine in ("model.py", "eval.py", "play.py", "train.py"):  # a user's own modules, where they run
+        (work / mine).write_text(f"raise SystemExit('the user\\'s {mine} was imported')\n")
     env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "SDL_VIDEODRIVER": "dummy",
            "SDL_AUDIODRIVER": "dummy"}
-    where = sh(venv / "bin" / "python", "-c", "import dataset, model, play, eval, dreamcade, train; "
-               "print(*(m.__file__ for m in (dataset, model, play, eval, dreamcade, train)))", cwd=work, env=env)
-    assert all(path.startswith(str(site)) for path in where.stdout.split()), where.stdout
+    where = sh(venv / "bin" / "python", "-c", "import dataset, dreamcade.dataset, dreamcade.model, dreamcade.play; "
+               "print(dataset.OWNER); print(*(m.__file__ for m in (dreamcade.dataset, dreamcade.model, dreamcade.play)))",
+               cwd=tmp_path, env=env)
+    owner, files = where.stdout.splitlines()
+    assert owner == "the other distribution" and all(f.startswith(str(site / "dreamcade")) for f in files.split())
 
     dc = venv / "bin" / "dreamcade"
     sh(dc, "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "400", "--quiet",
        "--out", "raw.zarr", cwd=work, env=env)
-    sh(dc, "data", "build", "raw.zarr", "--size", "16x16", "--out", "train.zarr", "--quiet", cwd=work, env=env)
+    sh(venv / "bin" / "python", "-m", "dreamcade", "data", "build", "raw.zarr", "--size", "16x16", "--out",
+       "train.zarr", "--quiet", cwd=work, env=env)  # -m puts the folder, with the user's modules, first
     sh(dc, "train", "--config", "tiny", "--data", "train.zarr", "out_dir=runs", "train.steps=4",
        "train.sample_every=0", "--quiet", cwd=work, env=env)
     sh(dc, "export", "runs/tiny", "--out", "world", cwd=work, env=env)

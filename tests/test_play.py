@@ -19,15 +19,15 @@ import pytest
 import torch
 
 from conftest import ROOT, run_cli
-from dataset import Control, ControlSpec, StoreWriter, open_store
-from dataset.__main__ import main as dataset_main
-from eval.health import sharpness
-from model.checkpoint import export_model, load_model
-from model.denoiser import Denoiser
-import play.cli as cli  # the entry point: parse_args, build, main
-from play.health import Health
-from play.live import LiveInput
-from play.window import Player
+from dreamcade.dataset import Control, ControlSpec, StoreWriter, open_store
+from dreamcade.dataset.__main__ import main as dataset_main
+from dreamcade.eval.health import sharpness
+from dreamcade.files.checkpoint import export_model, load_model
+from dreamcade.model.denoiser import Denoiser
+import dreamcade.play.__main__ as cli  # the entry point: parse_args, build, main
+from dreamcade.play.health_meter import Health
+from dreamcade.play.live import LiveInput
+from dreamcade.play.window import Player
 
 
 
@@ -281,7 +281,7 @@ def xvfb():
     for tool, pkg in (("Xvfb", "xvfb"), ("xdotool", "xdotool"), ("import", "imagemagick")):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed (Debian: apt-get install {pkg})")
-    from record.xvfb import Xvfb
+    from dreamcade.record.xvfb import Xvfb
 
     with Xvfb(640, 480) as x:
         yield x

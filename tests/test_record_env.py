@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from dataset import open_store
-from record.env import EnvRecording, Recorder
-from record.policies import KeyboardPolicy, StickyPolicy, meaning_parts, parse_keymap
+from dreamcade.dataset import open_store
+from dreamcade.record.gym_game import EnvRecording, Recorder
+from dreamcade.record.policies import KeyboardPolicy, StickyPolicy, meaning_parts, parse_keymap
 
 
 def test_sticky_bot_records_breakout_and_a_replay_reproduces_every_frame(tmp_path):

@@ -1,4 +1,4 @@
-"""Recording your own game (`python -m record screen`) under a real X server (Xvfb): frames of the
+"""Recording your own game (`dreamcade record screen`) under a real X server (Xvfb): frames of the
 square game with xdotool key presses, a virtual gamepad, hotkeys, window focus, privacy, a
 SIGKILL mid-session, and clear errors for bad input.
 
@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from dataset import Control, ControlSpec, open_store
-from record.__main__ import main as record_main
-from record.inputs import InputState, check_sources, pygame_key_name, pynput_key_name
-from record.screen import ScreenRecorder, ScreenRecording, load_profile
-from record.square_game import BACKGROUND
+from dreamcade.dataset import Control, ControlSpec, open_store
+from dreamcade.record.__main__ import main as record_main
+from dreamcade.record.inputs import InputState, check_sources, pygame_key_name, pynput_key_name
+from dreamcade.record.screen import ScreenRecorder, ScreenRecording, load_profile
+from dreamcade.record.square_game import BACKGROUND
 
 # tests that take the `xvfb` fixture skip when Xvfb is not installed; these need xdotool as well
 needs_xdotool = pytest.mark.skipif(shutil.which("xdotool") is None,
@@ -37,7 +37,7 @@ GAME = "dreamcade square game"
 def xvfb():
     if shutil.which("Xvfb") is None:
         pytest.skip("Xvfb is not installed (Debian: apt-get install xvfb)")
-    from record.xvfb import Xvfb
+    from dreamcade.record.xvfb import Xvfb
 
     with Xvfb(640, 480) as x:
         yield x
@@ -99,7 +99,7 @@ def spawn(xvfb):
 
 
 def start_game(spawn, pos: str = "0,0", title: str = GAME, size: str = "160x120") -> tuple[Proc, str]:
-    game = spawn("-m", "record.square_game", "--size", size, "--title", title, SDL_VIDEO_WINDOW_POS=pos)
+    game = spawn("-m", "dreamcade.record.square_game", "--size", size, "--title", title, SDL_VIDEO_WINDOW_POS=pos)
     wid = game.wait_for(r"window (0x[0-9a-f]+) ready").group(1)
     return game, wid
 
@@ -319,7 +319,7 @@ def test_focus_follows_the_window_manager_or_else_the_x_input_focus(xvfb, monkey
     monkeypatch.setenv("DISPLAY", xvfb.display)
     from Xlib import X, Xatom, display
 
-    from record.window import X11Window
+    from dreamcade.record.x11 import X11Window
 
     d = display.Display()
     root, atom = d.screen().root, d.intern_atom
@@ -388,7 +388,7 @@ def pad_spec() -> ControlSpec:
 
 
 def test_gamepad_reader_reads_buttons_sticks_triggers_hat_and_survives_a_replug(pad):
-    from record.gamepad import GamepadReader
+    from dreamcade.record.gamepad import GamepadReader
 
     state = InputState(pad_spec())
     reader = GamepadReader(state)
@@ -479,7 +479,7 @@ def test_recorder_stores_gamepad_input_in_the_frames_it_happened(xvfb, pad, monk
 
 
 def test_capture_never_waits_for_a_slow_writer_it_drops_frames(xvfb, monkeypatch, tmp_path):
-    from dataset.store import StoreWriter
+    from dreamcade.dataset.store import StoreWriter
 
     monkeypatch.setenv("DISPLAY", xvfb.display)
     slow = StoreWriter.append

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, numbered_frame, run_cli
-from dataset import Control, ControlSpec, SpecError, StoreError, StoreWriter, open_store
-from dataset.store import FORMAT_VERSION, frame_chunk
-from dataset.outputs import OutputError
+from dreamcade.dataset import Control, ControlSpec, SpecError, StoreError, StoreWriter, open_store
+from dreamcade.dataset.store import FORMAT_VERSION, frame_chunk
+from dreamcade.dataset.outputs import OutputError
 
 
 def write_store(path, spec, n=50, starts=(0, 17, 30), events=True, chunk=8):
@@ -94,7 +94,7 @@ import sys, time
 import numpy as np
 sys.path.insert(0, {tests!r})
 from conftest import numbered_frame
-from dataset import Control, ControlSpec, StoreWriter
+from dreamcade.dataset import Control, ControlSpec, StoreWriter
 spec = ControlSpec((Control("a"), Control("b")))
 w = StoreWriter({path!r}, spec=spec, fps=30, frame_size=(16, 12), source={{}}, chunk_frames=8,
                 events=True, flush_seconds=0.0)
@@ -233,7 +233,7 @@ def test_spec_validation_and_toml(tmp_path):
         spec.check_actions(np.ones((2, 2), np.float32))
 
 
-# -- python -m dataset info ----------------------------------------------------------------------
+# -- dreamcade data info ---------------------------------------------------------------------------
 
 def test_info_prints_what_the_store_holds(tmp_path, small_spec):
     path = tmp_path / "s.zarr"

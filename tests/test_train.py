@@ -14,11 +14,11 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import ROOT, run_cli
-from dataset import Control, ControlSpec, StoreWriter, WindowDataset
-from dataset import open_store
-from model.checkpoint import latest_checkpoint, load_model
-from model.env import WorldModelEnv
-from model.sampler import next_frame
+from dreamcade.dataset import Control, ControlSpec, StoreWriter, WindowDataset
+from dreamcade.dataset import open_store
+from dreamcade.files.checkpoint import latest_checkpoint, load_model
+from dreamcade.model.world_env import WorldModelEnv
+from dreamcade.model.sampler import next_frame
 
 FAST = ["model.channels=[8,16]", "model.cond_dim=32", "model.action_dim=8", "train.batch_size=4",
         "train.eval_every=1000", "train.sample_every=0", "train.log_every=5"]
@@ -115,11 +115,11 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path, block_store)
     ema_before = load_file(str(saved / "ema.safetensors"))
     step = json.loads((saved / "state.json").read_text())["step"]
     # what resuming restores is the saved state, value for value
-    from model.checkpoint import load_training_state
-    from model.config_file import load_config
-    from model.ema import make_ema
-    from model.denoiser import Denoiser
-    from model.training import make_optimizer
+    from dreamcade.files.checkpoint import load_training_state
+    from dreamcade.files.config_file import load_config
+    from dreamcade.model.ema import make_ema
+    from dreamcade.model.denoiser import Denoiser
+    from dreamcade.training.parts import make_optimizer
     cfg = load_config("configs/tiny.yaml", FAST)
     fresh = Denoiser(cfg.model, cfg.diffusion, open_store(block_store).spec, cfg.data.context)
     ema, opt = make_ema(fresh), make_optimizer(fresh, cfg)
@@ -321,7 +321,7 @@ def test_a_distilled_one_step_student_closes_most_of_the_gap_to_its_four_step_te
     train_cli("--config", "configs/tiny.yaml", "--data", str(block_store), f"out_dir={tmp_path}",
               "train.steps=2400", "train.batch_size=16", "train.eval_every=100000", "train.sample_every=0",
               "train.save_every=100000", "optim.lr=0.002", "sampler.steps=4", "train.threads=1", timeout=900)
-    run_cli("-m", "model.distill", "--checkpoint", str(tmp_path / "tiny"), "--steps", "1", "--iterations", "600",
+    run_cli("-m", "dreamcade.training.distill", "--checkpoint", str(tmp_path / "tiny"), "--steps", "1", "--iterations", "600",
             "--batch-size", "16", "--lr", "0.001", "--threads", "1", "--quiet", timeout=900)
     student_run = tmp_path / "tiny-1step"
     assert {"model.safetensors", "config.yaml", "distill.json", "stats.jsonl", "world"} <= {
@@ -344,16 +344,16 @@ def test_a_distilled_one_step_student_closes_most_of_the_gap_to_its_four_step_te
 def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, block_store):
     """A few iterations from a random-init teacher (speed, not learning: the slow test above
     learns): the student's run folder loads like any run, with its steps and its origin."""
-    from model.checkpoint import export_model
-    from model.config_file import load_config
-    from model.denoiser import Denoiser
+    from dreamcade.files.checkpoint import export_model
+    from dreamcade.files.config_file import load_config
+    from dreamcade.model.denoiser import Denoiser
 
     cfg = load_config("configs/tiny.yaml", ["sampler.steps=3", f"data.stores={json.dumps([str(block_store)])}"])
     teacher = tmp_path / "teacher"
     teacher.mkdir()
     spec = open_store(block_store).spec
     export_model(teacher / "model.safetensors", Denoiser(cfg.model, cfg.diffusion, spec, cfg.data.context), cfg, 7)
-    distill = lambda *a, check=True: run_cli("-m", "model.distill", "--checkpoint", str(teacher), *a, "--quiet",
+    distill = lambda *a, check=True: run_cli("-m", "dreamcade.training.distill", "--checkpoint", str(teacher), *a, "--quiet",
                                              check=check)
     proc = distill("--steps", "3", check=False)
     assert proc.returncode == 2 and "--steps 3: the student needs at least 1 sampler step and fewer than the " \
@@ -369,5 +369,5 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     assert "distilled from" in card and f"dreamcade distill --checkpoint {teacher} --steps 1" in card
     proc = distill("--iterations", "2", check=False)
     assert proc.returncode == 2 and "a run of this name exists" in proc.stderr
-    proc = run_cli("-m", "model.distill", "--checkpoint", str(tmp_path / "nothing"), check=False)
+    proc = run_cli("-m", "dreamcade.training.distill", "--checkpoint", str(tmp_path / "nothing"), check=False)
     assert proc.returncode == 2 and "no such checkpoint" in proc.stderr

@@ -9,7 +9,7 @@ import pytest
 from safetensors.torch import load_file
 
 from conftest import run_cli
-from dataset import StoreError, WindowDataset, open_store
+from dreamcade.dataset import StoreError, WindowDataset, open_store
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import ROOT, run_cli
-from dataset import open_store
+from dreamcade.dataset import open_store
 
 SMALL = ["--horizon", "20", "--episodes", "2", "--idm-steps", "30", "--windows", "32", "--bank", "200",
          "--threads", "1", "--quiet"]
@@ -65,17 +65,17 @@ def test_a_world_plays_and_is_evaluated_alone_and_never_unpickles(run, tmp_path,
         assert sorted(p.name for p in world.iterdir()) == ["README.md", "config.json",
                                                            "diffusion_pytorch_model.safetensors", "reference.zarr",
                                                            "world.json"]
-        from model.world import World
+        from dreamcade.files.world import World
         w = World.from_pretrained(str(world))  # the field's loader, as any diffusers model
         assert w.config.step == 4 and w.denoiser.context == 2
         monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
         monkeypatch.chdir(tmp_path)
-        import play.cli as play
+        import dreamcade.play.__main__ as play
         assert play.main(["--checkpoint", str(world), "--frames", "50", "--save", str(tmp_path / "s.zarr"),
                           "--seed", "0", "--threads", "1"]) == 0
         session = open_store(tmp_path / "s.zarr")
         assert len(session) >= 50 and session.spec == w.denoiser.spec
-        from eval.__main__ import main as eval_main
+        from dreamcade.eval.__main__ import main as eval_main
         assert eval_main(["drift", "--checkpoint", str(world), "--session", str(tmp_path / "s.zarr"),
                           "--out", str(tmp_path / "report"), *SMALL]) == 0
         m = json.loads((tmp_path / "report" / "metrics.json").read_text())
@@ -159,7 +159,7 @@ def test_dreamcade_lists_the_jobs_in_order_and_each_job_has_its_help():
 
 
 def test_presets_and_profiles_are_found_by_name_from_any_folder(tmp_path):
-    code = ("from model.config_file import load_config; from record.screen import load_profile; "
+    code = ("from dreamcade.files.config_file import load_config; from dreamcade.record.screen import load_profile; "
             "print(load_config('demo').name, load_config('configs/tiny.yaml').name, len(load_profile('fps')))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})

@@ -11,8 +11,8 @@ import ctypes
 import glob
 import os
 
-from record.gamepad import AXIS_NAMES
-from record.inputs import PAD_BUTTONS
+from dreamcade.record.gamepad import AXIS_NAMES
+from dreamcade.record.inputs import PAD_BUTTONS
 
 SDL_JOYSTICK_TYPE_GAMECONTROLLER = 1
 HAT = {(0, 0): 0, (0, 1): 1, (1, 0): 2, (0, -1): 4, (-1, 0): 8,

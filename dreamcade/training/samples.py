@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dataset import WindowDataset, make_loader
-from eval.metrics import psnr, ssim
-from eval.rollout import RepeatLast, one_step, open_loop
-from eval.video import grid, upscale, write_image, write_video
-from model.config import Config
-from model.denoiser import Denoiser
-from model.env import WorldModelEnv
+from dreamcade.dataset import WindowDataset, make_loader
+from dreamcade.eval.metrics import psnr, ssim
+from dreamcade.eval.rollout import RepeatLast, one_step, open_loop
+from dreamcade.eval.video import grid, upscale, write_image, write_video
+from dreamcade.model.config import Config
+from dreamcade.model.denoiser import Denoiser
+from dreamcade.model.world_env import WorldModelEnv
 
 
 @torch.no_grad()

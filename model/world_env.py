@@ -13,11 +13,11 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from dataset.controls import ControlSpec
-from dataset.pixels import hwc_to_model, model_to_hwc
-from model.config import SamplerConfig
-from model.denoiser import Denoiser
-from model.sampler import next_frame
+from dreamcade.dataset.controls import ControlSpec
+from dreamcade.dataset.pixels import hwc_to_model, model_to_hwc
+from dreamcade.model.config import SamplerConfig
+from dreamcade.model.denoiser import Denoiser
+from dreamcade.model.sampler import next_frame
 
 
 class Predictor(Protocol):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from dataset.errors import UserError
+from dreamcade.dataset.errors import UserError
 
 
 class WindowError(UserError, RuntimeError):

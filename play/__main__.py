@@ -16,20 +16,20 @@ import os
 import sys
 from pathlib import Path
 
-from dataset.controls import ControlSpec
-from dataset.errors import boundary
-from dataset.outputs import check_apart
-from model.config import Config, SamplerConfig
-from model.env import WorldModelEnv
-from model.frames import check_frames, training_store
-from model.inference import load_for_inference
-from model.sampler import STEPS, SamplerError, settings
-from play import PlayError
-from play.contexts import Contexts
-from play.live import HOTKEYS, LiveInput, input_messages
-from play.real_game import RealGame
-from play.window import Options, Player
-from record.policies import parse_keymap
+from dreamcade.dataset.controls import ControlSpec
+from dreamcade.dataset.errors import boundary
+from dreamcade.dataset.outputs import check_apart
+from dreamcade.model.config import Config, SamplerConfig
+from dreamcade.model.world_env import WorldModelEnv
+from dreamcade.files.frames import check_frames, training_store
+from dreamcade.files.inference import load_for_inference
+from dreamcade.model.sampler import STEPS, SamplerError, settings
+from dreamcade.play import PlayError
+from dreamcade.play.contexts import Contexts
+from dreamcade.play.live import HOTKEYS, LiveInput, input_messages
+from dreamcade.play.real_game import RealGame
+from dreamcade.play.window import Options, Player
+from dreamcade.record.policies import parse_keymap
 
 
 def parse_args(argv=None, prog: str | None = None) -> argparse.Namespace:
@@ -105,8 +105,8 @@ class Outputs:
     never an existing file or folder."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        from dataset.store import store_output
-        from eval.video import clip_output
+        from dreamcade.dataset.store import store_output
+        from dreamcade.eval.video import clip_output
 
         world_ref = Path(args.checkpoint) / "reference.zarr"
         self.inputs = [p for p in (args.data, world_ref if world_ref.exists() else None) if p]
@@ -212,3 +212,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 1
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

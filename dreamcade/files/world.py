@@ -10,7 +10,7 @@
 
 `World` is the diffusers face of the model (`World.from_pretrained(WORLD)` works as for any
 diffusers model); play and eval take a world folder wherever they take a run folder
-(model.inference.load_for_inference). A loaded world's `data.stores` is its own reference store, so
+(dreamcade.files.inference.load_for_inference). A loaded world's `data.stores` is its own reference store, so
 every path that reads "the checkpoint's training data" reads that instead.
 """
 
@@ -25,13 +25,13 @@ import numpy as np
 from diffusers import ConfigMixin, ModelMixin
 from diffusers.configuration_utils import register_to_config
 
-from dataset.controls import ControlSpec, SpecError
-from dataset.store import Store, StoreError, StoreWriter, open_store, software_version, store_exists
-from model.checkpoint import CheckpointError, check_complete, load_model
-from model.config import Config, ConfigError
-from model.config_file import from_dict, to_dict
-from model.denoiser import Denoiser
-from model.frames import check_frames
+from dreamcade.dataset.controls import ControlSpec, SpecError
+from dreamcade.dataset.store import Store, StoreError, StoreWriter, open_store, software_version, store_exists
+from dreamcade.files.checkpoint import CheckpointError, check_complete, load_model
+from dreamcade.model.config import Config, ConfigError
+from dreamcade.files.config_file import from_dict, to_dict
+from dreamcade.model.denoiser import Denoiser
+from dreamcade.files.frames import check_frames
 
 WORLD_FORMAT = "dreamcade.world"
 WORLD_VERSION = 1
@@ -115,7 +115,7 @@ def load_world(path: str | Path) -> tuple[Denoiser, Config, dict]:
 def reference_episodes(stores: list[Store], cfg: Config, episodes: int) -> tuple[list[tuple[Store, int, int]], str]:
     """Up to `episodes` episodes to keep as start contexts: the run's held-out ones first (its
     own split), then training ones; each at least the context plus one frame long."""
-    from dataset.windows import NoEpisodesError, WindowDataset
+    from dreamcade.dataset.windows import NoEpisodesError, WindowDataset
 
     L, kw = cfg.data.context, dict(context=1, val_fraction=cfg.data.val_fraction, mode="stream")
     try:
@@ -195,7 +195,7 @@ def report_summary(report: Path, run: Path | None = None, step: int | None = Non
 def measured(checkpoint: dict, run: Path, step: int | None) -> bool:
     """Whether a report's checkpoint (metrics.json's {path, step}) is `run` at `step`: its run
     folder, model file or world folder, as written relative to where eval ran or absolute."""
-    from dataset.outputs import local
+    from dreamcade.dataset.outputs import local
 
     path = checkpoint.get("path")
     if not isinstance(path, str) or (step is not None and str(checkpoint.get("step")) != str(step)):
@@ -209,7 +209,7 @@ def export_world(run: str | Path, out: str | Path, data: list[str] | None = None
                  overwrite: bool = False) -> dict:
     """Write the world folder of a run (its model.safetensors and training data, or `data`)
     beside `out` and move it into place whole (dataset.outputs); returns world.json's content."""
-    from dataset.outputs import Output
+    from dreamcade.dataset.outputs import Output
 
     run = Path(run)
     if is_world(run):
@@ -239,7 +239,7 @@ def export_world(run: str | Path, out: str | Path, data: list[str] | None = None
                 "step": int(meta.get("step", 0)), "game": game_name(stores[0]),
                 "data": data_summary(stores), "reference": ref, "training": training_summary(run_dir),
                 "eval": figures, "commands": {"train": train_command(run_dir), "export": command}}
-        if meta.get("distilled"):  # a student of model.distill: its training is the teacher's
+        if meta.get("distilled"):  # a student of `dreamcade distill`: its training is the teacher's
             d = json.loads(meta["distilled"])
             info["distilled"] = d
             teacher = Path(d["teacher"])
@@ -312,5 +312,5 @@ def model_card(info: dict, cfg: Config) -> str:
     lines += ["```", "", "## Use", "", "```",
               "dreamcade play --checkpoint THIS_FOLDER", "dreamcade eval drift --checkpoint THIS_FOLDER --out report",
               "dreamcade eval drift --checkpoint THIS_FOLDER --session SESSION.zarr --out report", "```", "",
-              "In Python: `from model.world import World; World.from_pretrained(THIS_FOLDER).denoiser`.", ""]
+              "In Python: `from dreamcade.files.world import World; World.from_pretrained(THIS_FOLDER).denoiser`.", ""]
     return "\n".join(lines)

@@ -7,22 +7,22 @@ from pathlib import Path
 
 import torch
 
-from dataset.controls import ControlSpec
-from model.checkpoint import check_spec, load_model
-from model.config import Config
-from model.denoiser import Denoiser
-from model.device import configure, resolve_device
+from dreamcade.dataset.controls import ControlSpec
+from dreamcade.files.checkpoint import check_spec, load_model
+from dreamcade.model.config import Config
+from dreamcade.model.denoiser import Denoiser
+from dreamcade.model.device import configure, resolve_device
 
 
 def load_for_inference(path: str | Path, device: str = "auto", precision: str = "auto",
                        channels_last: bool = True, compile: bool = False,
                        expect_spec: ControlSpec | None = None) -> tuple[Denoiser, Config, dict, torch.device]:
     """(model in eval mode on its device, config, metadata, device) from a world folder
-    (model.world), a run folder or a model file. CheckpointError names the file; DeviceError a device that is not here. `compile` uses
+    (dreamcade.files.world), a run folder or a model file. CheckpointError names the file; DeviceError a device that is not here. `compile` uses
     CUDA graphs on CUDA (torch.compile mode "reduce-overhead")."""
     dev = resolve_device(device)
     if is_world_folder(path):
-        from model.world import load_world  # diffusers is imported only for a world
+        from dreamcade.files.world import load_world  # diffusers is imported only for a world
 
         model, cfg, meta = load_world(path)
         check_spec(model.spec, expect_spec, path)
@@ -33,7 +33,7 @@ def load_for_inference(path: str | Path, device: str = "auto", precision: str = 
 
 
 WORLD_FILES = ("config.json", "diffusion_pytorch_model.safetensors", "world.json", "reference.zarr")
-"""Files only a world folder holds (model.world): a folder with any of them loads as a world, so a
+"""Files only a world folder holds (dreamcade.files.world): a folder with any of them loads as a world, so a
 damaged one is called a damaged world, not a run without model.safetensors."""
 
 

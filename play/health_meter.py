@@ -7,7 +7,7 @@ from collections import deque
 
 import numpy as np
 
-from eval.health import FrameHealth, HealthBand, colour_distance, level_distribution, motion, sharpness
+from dreamcade.eval.health import FrameHealth, HealthBand, colour_distance, level_distribution, motion, sharpness
 
 FIGURES = ("sharpness", "motion", "colour_distance")
 """eval's figures but the nearest-frame distance, which needs a bank of training frames."""

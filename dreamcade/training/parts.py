@@ -12,16 +12,16 @@ from pathlib import Path
 
 import torch
 
-from dataset import WindowDataset, open_store
-from dataset.batch import Batch
-from dataset.controls import ControlSpec
-from dataset.errors import UserError
-from dataset.outputs import Output, is_url
-from dataset.windows import AllDamagedError, NoEpisodesError
-from model.checkpoint import export_model, latest_checkpoint, save_training_state
-from model.config import Config, ConfigError
-from model.config_file import to_dict
-from model.denoiser import Denoiser
+from dreamcade.dataset import WindowDataset, open_store
+from dreamcade.dataset.batch import Batch
+from dreamcade.dataset.controls import ControlSpec
+from dreamcade.dataset.errors import UserError
+from dreamcade.dataset.outputs import Output, is_url
+from dreamcade.dataset.windows import AllDamagedError, NoEpisodesError
+from dreamcade.files.checkpoint import export_model, latest_checkpoint, save_training_state
+from dreamcade.model.config import Config, ConfigError
+from dreamcade.files.config_file import to_dict
+from dreamcade.model.denoiser import Denoiser
 
 
 class LossModule(torch.nn.Module):
@@ -199,8 +199,8 @@ def save_run(run_dir: Path, step: int, denoiser: Denoiser, ema: Denoiser, optimi
 
 
 def write_world(run_dir: Path) -> None:
-    """<run>/world: the world folder to share (model.world); a failure here loses no training."""
-    from model.world import export_world
+    """<run>/world: the world folder to share (dreamcade.files.world); a failure here loses no training."""
+    from dreamcade.files.world import export_world
 
     try:
         export_world(run_dir, run_dir / "world", command=f"dreamcade export {run_dir} --out {run_dir / 'world'}",

@@ -6,7 +6,7 @@
   leaves a half-written checkpoint where resuming looks. The newest `keep` are kept.
 - The slim model: `<run>/model.safetensors`, the EMA weights with the config and control spec in
   its metadata, which play and eval load to rebuild the model.
-- A world folder (model.world) is what travels; model.inference loads it where it loads a run.
+- A world folder (dreamcade.files.world) is what travels; dreamcade.files.inference loads it where it loads a run.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open, save_file
 
-from dataset.controls import ControlSpec, SpecError
-from dataset.errors import UserError
-from dataset.store import software_version
-from model.config import Config, ConfigError
-from model.config_file import from_dict, to_dict
-from model.denoiser import Denoiser
+from dreamcade.dataset.controls import ControlSpec, SpecError
+from dreamcade.dataset.errors import UserError
+from dreamcade.dataset.store import software_version
+from dreamcade.model.config import Config, ConfigError
+from dreamcade.files.config_file import from_dict, to_dict
+from dreamcade.model.denoiser import Denoiser
 
 MODEL_FORMAT = "dreamcade.model"
 MODEL_VERSION = 1
@@ -122,7 +122,7 @@ def resolve_model_path(path: str | Path) -> Path:
             return path / MODEL_FILE
         if (path / "config.json").is_file():
             raise CheckpointError(f"{path}: a world folder, not a run; play or evaluate it, or load it with "
-                                  "model.world.load_world")
+                                  "dreamcade.files.world.load_world")
         raise CheckpointError(f"{path}: no {MODEL_FILE} in this folder; train first "
                               f"(`python train.py --config configs/demo.yaml`) or point at a run folder")
     if not path.is_file():
@@ -133,7 +133,7 @@ def resolve_model_path(path: str | Path) -> Path:
 def load_model(path: str | Path, device: str | torch.device = "cpu",
                expect_spec: ControlSpec | None = None) -> tuple[Denoiser, Config, dict]:
     """Rebuild the model from a slim file (or a run folder); returns (model, config, metadata).
-    A world folder is loaded by model.world (and model.inference takes both)."""
+    A world folder is loaded by dreamcade.files.world (and dreamcade.files.inference takes both)."""
     path = resolve_model_path(path)
     check_complete(path)
     try:

@@ -1,6 +1,6 @@
 """Distil a trained world model into a student that makes each frame in fewer sampler steps.
 
-`python -m model.distill --checkpoint runs/demo --steps 1 [--name demo-1step] [--iterations N]`
+`dreamcade distill --checkpoint runs/demo --steps 1 [--name demo-1step] [--iterations N]`
 
 The student starts as a copy of the teacher and is trained on the teacher's training windows
 with the teacher's context-noise augmentation (a level drawn in [0, diffusion.context_noise_max]
@@ -35,16 +35,16 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from dataset import make_loader
-from dataset.batch import Batch
-from dataset.errors import boundary
-from model.checkpoint import check_spec, export_model, load_model
-from model.config import STEPS, Config, ConfigError
-from model.config_file import to_dict
-from model.denoiser import Denoiser
-from model.device import configure, resolve_device
-from model.sampler import next_frame, sample, schedule
-from model.training import Logger, build_data, make_optimizer, run_output, set_lr, write_world
+from dreamcade.dataset import make_loader
+from dreamcade.dataset.batch import Batch
+from dreamcade.dataset.errors import boundary
+from dreamcade.files.checkpoint import check_spec, export_model, load_model
+from dreamcade.model.config import STEPS, Config, ConfigError
+from dreamcade.files.config_file import to_dict
+from dreamcade.model.denoiser import Denoiser
+from dreamcade.model.device import configure, resolve_device
+from dreamcade.model.sampler import next_frame, sample, schedule
+from dreamcade.training.parts import Logger, build_data, make_optimizer, run_output, set_lr, write_world
 
 
 @dataclass
@@ -193,7 +193,7 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
     return run_dir
 
 
-def main(argv=None, prog: str = "python -m model.distill") -> int:
+def main(argv=None, prog: str = "dreamcade distill") -> int:
     p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     d = DistillSettings()
     p.add_argument("--checkpoint", required=True, help="the teacher: a run folder (runs/<name>) or its model.safetensors")

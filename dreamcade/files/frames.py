@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataset.store import Store, StoreError, open_store
-from model.config import Config
+from dreamcade.dataset.store import Store, StoreError, open_store
+from dreamcade.model.config import Config
 
 
 def training_store(cfg: Config) -> Store | None:
@@ -29,7 +29,7 @@ def check_frames(store: Store, cfg: Config, model_name: str = "the model") -> No
     if trained is not None and trained != store.frame_shape:
         h, w = trained[:2]
         raise StoreError(f"{store.path}: frames are {store.width}x{store.height} but {model_name} was trained on "
-                         f"{w}x{h}; build a store at that size (`python -m dataset build ... --size {w}x{h}`)")
+                         f"{w}x{h}; build a store at that size (`dreamcade data build ... --size {w}x{h}`)")
     levels = 2 ** (len(cfg.model.channels) - 1)
     if store.width % levels or store.height % levels:
         raise StoreError(f"{store.path}: frames are {store.width}x{store.height}; {model_name} needs sizes "

@@ -12,9 +12,9 @@ from typing import Literal
 
 import yaml
 
-from dataset import presets
+from dreamcade.dataset import presets
 
-from model.config import Config, ConfigError
+from dreamcade.model.config import Config, ConfigError
 
 
 # -- strict conversion -----------------------------------------------------------------------------

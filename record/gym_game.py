@@ -11,11 +11,11 @@ import gymnasium as gym
 import numpy as np
 from tqdm import tqdm
 
-from dataset.controls import CONTINUOUS, Control, ControlSpec
-from dataset.errors import UserError
-from dataset.outputs import Output
-from dataset.store import StoreWriter
-from record.policies import KeyboardPolicy, RandomPolicy, StickyPolicy, StopRecording, parse_keymap
+from dreamcade.dataset.controls import CONTINUOUS, Control, ControlSpec
+from dreamcade.dataset.errors import UserError
+from dreamcade.dataset.outputs import Output
+from dreamcade.dataset.store import StoreWriter
+from dreamcade.record.policies import KeyboardPolicy, RandomPolicy, StickyPolicy, StopRecording, parse_keymap
 
 class EnvError(UserError, ValueError):
     """A game or policy that cannot be used; the message names the option and the fix."""
@@ -27,7 +27,7 @@ POLICIES = ("random", "sticky", "keyboard")
 
 @dataclass
 class EnvRecording:
-    """What `python -m record env` records; every field maps to a command-line option."""
+    """What `dreamcade record env` records; every field maps to a command-line option."""
 
     env_id: str = "ALE/Pong-v5"
     policy: str = "sticky"
@@ -55,7 +55,7 @@ def make_env(rec: EnvRecording) -> tuple[gym.Env, bool]:
     """Build the env; returns it and whether frames come from env.render() (not observations)."""
     kwargs = dict(rec.env_kwargs)
     if rec.env_id.startswith("dreamcade/"):
-        from record.games import register
+        from dreamcade.record.games import register
 
         register()
     if rec.env_id.startswith("ALE/"):

@@ -1,0 +1,154 @@
+"""The whole loop in one command: record a real Atari game with the sticky bot, build the
+training store, train the `demo` preset, measure its drift, and play it (or, with no display,
+point at the generated-gameplay video). `make demo` runs this after setting up the venv.
+
+Every stage runs the same command a user would type (printed before it runs), and every stage is
+resumable: a finished stage is skipped, an unfinished store is recorded again (and the training
+store rebuilt from it), an interrupted training resumes from its last checkpoint, and the report
+is redone when the model is newer. Stage times go to <out>/demo_times.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dreamcade.dataset import StoreError, open_store
+from dreamcade.dataset.errors import boundary
+
+ROOT = Path(__file__).resolve().parent
+
+
+def parse_args(argv=None, prog: str = "python demo.py") -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="demo", help="folder for the data, the run and the report (default: demo)")
+    p.add_argument("--game", default="ALE/Breakout-v5", help="gymnasium game to record (default: ALE/Breakout-v5)")
+    p.add_argument("--frames", type=int, default=20000, help="frames to record (default: 20000, 22 minutes of play)")
+    p.add_argument("--size", default="32x32", help="training frame size (default: 32x32)")
+    p.add_argument("--preset", default="demo", help="config preset in configs/ (default: demo)")
+    p.add_argument("--horizon", type=int, default=1000, help="rollout length of the drift report (default: 1000)")
+    p.add_argument("--episodes", type=int, default=8, help="held-out episodes rolled out (default: 8)")
+    p.add_argument("--no-play", action="store_true", help="do not open the play window at the end")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="training config overrides, e.g. train.steps=500")
+    return p.parse_args(argv)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Every option checked before the first stage runs (a size the build would refuse must not
+    cost a recording first); StoreError names the option."""
+    from dreamcade.dataset.__main__ import parse_size
+    from dreamcade.dataset.build import BuildOptions
+
+    for option, value in (("--frames", args.frames), ("--horizon", args.horizon), ("--episodes", args.episodes)):
+        if value < 1:
+            raise StoreError(f"{option} {value}: must be at least 1")
+    try:
+        size = parse_size(args.size)
+    except argparse.ArgumentTypeError as e:
+        raise StoreError(f"--size: {e}") from None
+    BuildOptions(size=size).check()
+
+
+def run(cmd: list[str], what: str) -> None:
+    """Run one stage's command as a user would, from the repository root; stop on failure."""
+    shown = " ".join(["python", *cmd])
+    print(f"\n== {what}\n$ {shown}", flush=True)
+    proc = subprocess.run([sys.executable, *cmd], cwd=ROOT)
+    if proc.returncode != 0:
+        raise SystemExit(f"error: the {what} stage failed (exit {proc.returncode}); fix what it said and run "
+                         "the demo again: finished stages are skipped")
+
+
+def store_done(path: Path, frames: int | None = None) -> bool:
+    """A store that opens, was closed cleanly and (when given) holds `frames` frames."""
+    try:
+        s = open_store(path)
+    except StoreError:
+        return False
+    return s.closed_cleanly and (frames is None or len(s) == frames)
+
+
+def newer(a: Path, b: Path) -> bool:
+    """True when file a was written after file b (a stage's output after its input)."""
+    return a.is_file() and b.is_file() and a.stat().st_mtime >= b.stat().st_mtime
+
+
+def model_step(run_dir: Path) -> int | None:
+    from dreamcade.files.checkpoint import CheckpointError, load_model
+
+    try:
+        return int(load_model(run_dir)[2]["step"])
+    except CheckpointError:
+        return None
+
+
+def has_display() -> bool:
+    return sys.platform in ("darwin", "win32") or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def main(argv=None, prog: str = "python demo.py") -> int:
+    args = parse_args(argv, prog)
+    return boundary(lambda: demo(args), "interrupted: finished stages are kept; run the demo again to go on")
+
+
+def demo(args: argparse.Namespace) -> int:
+    from dreamcade.files.config_file import load_config
+
+    out = Path(args.out).resolve()
+    raw, train_store = out / "data" / "raw.zarr", out / "data" / f"train{args.size}.zarr"
+    run_dir, report = out / "runs" / args.preset, out / "reports" / args.preset
+    overrides = [f"name={args.preset}", f"out_dir={out / 'runs'}", *args.overrides]
+    check_args(args)
+    cfg = load_config(args.preset, overrides)
+    times: dict[str, float] = {}
+
+    def stage(name: str, done: bool, cmd: list[str]) -> None:
+        if done:
+            print(f"\n== {name}: done already, skipped")
+            return
+        t0 = time.perf_counter()
+        run(cmd, name)
+        times[name] = round(time.perf_counter() - t0, 1)
+
+    stage("record", store_done(raw, args.frames),
+          ["-m", "dreamcade", "record", "env", "--env", args.game, "--policy", "sticky", "--steps", str(args.frames),
+           "--out", str(raw), "--overwrite"])
+    built = store_done(train_store) and newer(train_store / "zarr.json", raw / "zarr.json")
+    stage("build", built,
+          ["-m", "dreamcade", "data", "build", str(raw), "--size", args.size, "--out", str(train_store), "--overwrite"])
+    resume = ["--resume"] if (run_dir / "checkpoints" / "latest").exists() else []
+    stage("train", model_step(run_dir) == cfg.train.steps,
+          ["-m", "dreamcade", "train", "--config", args.preset, "--data", str(train_store), *overrides, *resume])
+    stage("eval", newer(report / "metrics.json", run_dir / "model.safetensors"),
+          ["-m", "dreamcade", "eval", "drift", "--checkpoint", str(run_dir), "--horizon", str(args.horizon),
+           "--episodes", str(args.episodes), "--out", str(report), "--overwrite"])
+    world = out / "world"
+    stage("export", newer(world / "world.json", report / "metrics.json"),
+          ["-m", "dreamcade", "export", str(run_dir), "--out", str(world), "--report", str(report), "--overwrite"])
+    times_file = out / "demo_times.json"
+    old = json.loads(times_file.read_text()) if times_file.is_file() else {}
+    times_file.write_text(json.dumps({**old, **times}, indent=2))
+
+    videos = sorted((report / "videos").glob("episode_*.mp4"))
+    print(f"\nThe demo is ready.\n  checkpoint: {run_dir / 'model.safetensors'}\n  report:     {report / 'index.html'}")
+    if videos:
+        print(f"  video:      {videos[0]}  (real | generated)")
+    print(f"  world:      {world}  (to share: it plays with nothing else; its card is README.md)\n"
+          f"  play again: dreamcade play --checkpoint {world}\n"
+          f"  evaluate:   dreamcade eval drift --checkpoint {run_dir} --out {report} --overwrite")
+    if args.no_play:
+        return 0
+    if not has_display():
+        print("\nNo display here, so no play window: watch the generated gameplay in the video above.")
+        return 0
+    run(["-m", "dreamcade", "play", "--checkpoint", str(world)], "play")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
