@@ -29,6 +29,7 @@ def boundary(work: Callable[[], int], interrupted: str = "interrupted") -> int:
     except KeyboardInterrupt:
         # a library's coroutine cut short by Ctrl-C is collected later with a warning: not news
         warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
+        _forget_unstarted_zarr_thread()
         print(f"\n{interrupted}", file=sys.stderr)
         return 130
     except Exception as e:
@@ -38,6 +39,15 @@ def boundary(work: Callable[[], int], interrupted: str = "interrupted") -> int:
         print(f"error: {where}no space left on the disk; free some space and run again (what was being "
               "written was removed, what was there before is as it was)", file=sys.stderr)
         return 1
+
+
+def _forget_unstarted_zarr_thread() -> None:
+    """Ctrl-C that falls between zarr creating its I/O thread and starting it leaves a thread its
+    exit handler would join, which prints a traceback on the way out; there is nothing to join."""
+    sync = sys.modules.get("zarr.core.sync")
+    threads = getattr(sync, "iothread", None)
+    if isinstance(threads, list) and threads and threads[0] is not None and threads[0].ident is None:
+        threads[0] = None
 
 
 def disk_full(e: BaseException) -> bool:

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import torch
-
 from dreamcade.dataset import open_store
 from dreamcade.dataset.controls import SpecError
 from dreamcade.dataset.errors import boundary
@@ -26,12 +24,12 @@ from dreamcade.dataset.outputs import check_apart
 from dreamcade.dataset.store import store_exists
 from dreamcade.eval import EvalError
 from dreamcade.eval.settings import DriftSettings, add_options, floats, ints
-from dreamcade.model import sampler as sampling
-from dreamcade.model.device import DEVICES, resolve_device
-from dreamcade.files.frames import check_frames
-from dreamcade.files.inference import load_for_inference
+from dreamcade.model import config as sampling  # the sampler settings and their rules
+from dreamcade.model.runtime import Runtime
 
 if TYPE_CHECKING:
+    import torch
+
     from dreamcade.eval.data import EvalData
     from dreamcade.eval.sweep import SweepModel
     from dreamcade.model.config import Config, SamplerConfig
@@ -80,9 +78,7 @@ def _common(p: argparse.ArgumentParser, **defaults) -> None:
                    help="leave out episodes that touch a missing or damaged chunk, with a note that names "
                         "them (default: refuse damaged data)")
     add_options(p, **defaults)
-    p.add_argument("--device", choices=DEVICES, default="auto",
-                   help="where the model runs (default: auto, CUDA when torch sees it)")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's own choice)")
+    Runtime.add_options(p)
 
 
 def parse_args(argv=None, prog: str = "dreamcade eval") -> argparse.Namespace:
@@ -125,6 +121,8 @@ def parse_args(argv=None, prog: str = "dreamcade eval") -> argparse.Namespace:
 
 
 def check_data(stores: list[str], model: Denoiser, cfg: Config, checkpoint: str) -> None:
+    from dreamcade.files.frames import check_frames
+
     """Every store has the model's control spec and the frame size it was trained at."""
     for p in stores:
         s = open_store(p)
@@ -135,9 +133,18 @@ def check_data(stores: list[str], model: Denoiser, cfg: Config, checkpoint: str)
         check_frames(s, cfg, f"the model {checkpoint}")
 
 
-def load(path: str, device: torch.device) -> tuple[Denoiser, Config, dict]:
-    """(model on `device`, config, metadata) of a run folder or model file; CheckpointError names it."""
-    return load_for_inference(path, device.type)[:3]
+def resolve_device(args: argparse.Namespace) -> torch.device:
+    from dreamcade.model.device import resolve_device
+
+    return resolve_device(args.device)
+
+
+def load(path: str, args: argparse.Namespace) -> tuple[Denoiser, Config, dict]:
+    """(model on the device of the runtime options, config, metadata) of a run folder, world
+    folder or model file; CheckpointError names it."""
+    from dreamcade.files.inference import load_for_inference
+
+    return load_for_inference(path, Runtime.from_args(args))[:3]
 
 
 def missing_training_stores(stores: list[str], args: argparse.Namespace) -> None:
@@ -181,7 +188,7 @@ def drift_inputs(args: argparse.Namespace, settings: DriftSettings, device: torc
                         "or --checkpoint to use its training stores")
     if args.videos < 0:
         raise EvalError("--videos must be 0 or more")
-    model, cfg, meta = load(args.checkpoint, device) if args.checkpoint else (None, None, None)
+    model, cfg, meta = load(args.checkpoint, args) if args.checkpoint else (None, None, None)
     stores = args.data or (cfg.data.stores if cfg else [])
     if not stores:
         raise EvalError(f"{args.checkpoint}: the checkpoint names no training stores; pass --data STORE...")
@@ -195,7 +202,7 @@ def drift_inputs(args: argparse.Namespace, settings: DriftSettings, device: torc
                           skip_damaged=args.skip_damaged)
     inputs = DriftInputs(data, model, cfg, meta)
     if run_model:
-        inputs.sampler = sampling.settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise,
+        inputs.sampler = sampling.sampler_settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise,
                                            hold_levels=args.hold_levels)
         inputs.cases = rollout_cases(data, context, settings.horizon, settings.episodes)
     if args.session:
@@ -220,7 +227,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
     from dreamcade.eval.report import command_line, drift_metrics, provenance, report_output, write_drift_report
 
     settings = DriftSettings.from_args(args)
-    device = resolve_device(args.device)
+    device = resolve_device(args)
     out = Path(args.out)
     output = report_output(args.out, args.overwrite, args.data + args.session, [args.checkpoint])
     with output:
@@ -270,7 +277,7 @@ def sweep_models(args: argparse.Namespace, settings: DriftSettings, device: torc
     from dreamcade.eval.data import open_eval_data, rollout_cases
     from dreamcade.eval.sweep import SweepModel
 
-    loaded = [(p, *load(p, device)) for p in args.checkpoint]
+    loaded = [(p, *load(p, args)) for p in args.checkpoint]
     stores = args.data or loaded[0][2].data.stores
     if not stores:
         raise EvalError(f"{args.checkpoint[0]}: the checkpoint names no training stores; pass --data STORE...")
@@ -297,7 +304,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         sampling.check_steps(n, "--steps")
     for level in args.context_noise:
         sampling.check_context_noise(level, "--context-noise")
-    device = resolve_device(args.device)
+    device = resolve_device(args)
     out = Path(args.out)
     output = report_output(args.out, args.overwrite, args.data, list(args.checkpoint))
     with output:
@@ -363,8 +370,7 @@ def cmd_video(args: argparse.Namespace) -> int:
 
 def main(argv=None, prog: str = "dreamcade eval") -> int:
     args = parse_args(argv, prog)
-    if getattr(args, "threads", 0) > 0:
-        torch.set_num_threads(args.threads)
+    Runtime.from_args(args).apply_threads()
     work = {"drift": cmd_drift, "sweep": cmd_sweep, "video": cmd_video}[args.command]
     return boundary(lambda: work(args), f"interrupted: no {'clip' if args.command == 'video' else 'report'} "
                     "written (what was at --out is as it was)")

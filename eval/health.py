@@ -222,11 +222,6 @@ class HealthBand:
         return {"window": self.window, "low": self.low, "high": self.high, "factor": BAND_FACTOR}
 
 
-def chunk_size(horizon: int, chunks: int) -> int:
-    """Frames per chunk when `horizon` frames are cut into `chunks` chunks: ceil(horizon / chunks)."""
-    return max(1, -(-horizon // max(1, chunks)))
-
-
 def chunk_bounds(length: int, size: int) -> list[tuple[int, int]]:
     """[start, stop) of consecutive chunks of `size` frames (the last one may be shorter)."""
     return [(a, min(a + size, length)) for a in range(0, length, size)]

@@ -8,7 +8,6 @@ import argparse
 from dataclasses import MISSING, Field, dataclass, field, fields
 
 from dreamcade.eval import EvalError
-from dreamcade.eval.health import chunk_size
 
 
 def floats(text: str) -> list[float]:
@@ -28,10 +27,11 @@ def ints(text: str) -> list[int]:
 
 
 def option(default, help: str, at_least: int | None = None, metavar: str | None = None, parse=None,
-           flag: str | None = None):
-    """A field that is an option: `help` (the default is added to it), the smallest value allowed,
-    the metavar and type of the option; `flag` makes a True default a switch that turns it off."""
-    meta = {"help": help, "at_least": at_least, "metavar": metavar, "parse": parse, "flag": flag}
+           flag: str | None = None, shown: str | None = None):
+    """A field that is an option: `help` (the default is added to it, or `shown` in its place),
+    the smallest value allowed, the metavar and type of the option; `flag` makes a True default a
+    switch that turns it off. The one way a command's settings are declared (eval's, distill's)."""
+    meta = {"help": help, "at_least": at_least, "metavar": metavar, "parse": parse, "flag": flag, "shown": shown}
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -61,7 +61,7 @@ class DriftSettings:
     @property
     def chunk(self) -> int:
         """Frames per drift chunk."""
-        return chunk_size(self.horizon, self.chunks)
+        return max(1, -(-self.horizon // max(1, self.chunks)))  # ceil(horizon / chunks)
 
     def check(self) -> DriftSettings:
         """Every field within its rule; EvalError names the option."""
@@ -91,12 +91,13 @@ def shown(value) -> str:
     return ",".join(f"{x:g}" for x in value) if isinstance(value, list) else str(value)
 
 
-def add_options(parser: argparse.ArgumentParser, **defaults) -> None:
-    """One option per DriftSettings field; `defaults` overrides fields' defaults for this command."""
-    for f in fields(DriftSettings):
+def add_options(parser: argparse.ArgumentParser, settings: type = None, **defaults) -> None:
+    """One option per field of a settings dataclass declared with option() (DriftSettings unless
+    told; distill's DistillSettings too); `defaults` overrides fields' defaults for this command."""
+    for f in fields(settings or DriftSettings):
         m, default = f.metadata, defaults.get(f.name, default_of(f))
         if m["flag"]:
             parser.add_argument(m["flag"], dest=f.name, action="store_false", help=m["help"])
             continue
         parser.add_argument(option_name(f), type=m["parse"] or type(default), default=default,
-                            metavar=m["metavar"], help=f"{m['help']} (default: {shown(default)})")
+                            metavar=m["metavar"], help=f"{m['help']} (default: {m['shown'] or shown(default)})")

@@ -14,7 +14,7 @@ from dreamcade.eval.drift import evaluate_model
 from dreamcade.eval.results import Reference
 from dreamcade.eval.settings import DriftSettings
 from dreamcade.eval.summary import rollout_summary
-from dreamcade.model import sampler as sampling
+from dreamcade.model import config as sampling  # the sampler settings and their rules
 from dreamcade.model.config import Config
 from dreamcade.model.denoiser import Denoiser
 
@@ -66,7 +66,7 @@ def run_sweep(models: list[SweepModel], noises: list[float], steps: list[int], r
     for m in models:
         for noise in noises:
             for n in steps:
-                sampler = sampling.settings(m.cfg.sampler, steps=n, context_noise=noise)
+                sampler = sampling.sampler_settings(m.cfg.sampler, steps=n, context_noise=noise)
                 used = sampling.context_noise_used(noise, m.cfg.diffusion.context_noise_max)
                 progress_print(f"{m.name}: context noise {used:g}, {n} sampler steps")
                 ev = evaluate_model(m.model, sampler, ref, m.data, m.cases, settings, device)

@@ -6,7 +6,7 @@ Reading YAML presets and `key.sub=value` overrides strictly: model/config_file.p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -132,15 +132,52 @@ class SamplerConfig:
     hold_levels: float = 3.0
     """Pixels of a generated frame within this many 8-bit levels of the same pixel in the last
     frame keep the last frame's value, 0 or more (0: off). Sampling leaves errors of one to three
-    levels that round differently in every frame: without it a still picture flickers (on the
-    demo, 46% of the pixels changed from frame to frame where real frames change 0.6%)."""
+    levels that round differently in every frame, and without it a still picture flickers
+    (docs/recipe.md has the measurement)."""
 
     def check(self) -> None:
-        require(STEPS[0] <= self.steps <= STEPS[1], f"sampler.steps must be between {STEPS[0]} and {STEPS[1]}")
+        check_steps(self.steps)
         require(0 < self.sigma_min < self.sigma_max, "sampler needs 0 < sigma_min < sigma_max")
         require(self.rho > 0 and self.churn >= 0, "sampler.rho must be positive and sampler.churn 0 or more")
-        require(self.context_noise >= 0, "sampler.context_noise must be 0 or more")
-        require(self.hold_levels >= 0, "sampler.hold_levels must be 0 or more")
+        check_context_noise(self.context_noise)
+        check_hold_levels(self.hold_levels)
+
+
+# The sampler settings' rules, one place for the config file and every command's options
+# (--steps, --context-noise, --hold-levels of play and eval); each names the option it checks.
+
+def check_steps(steps: int, option: str = "sampler.steps") -> int:
+    require(STEPS[0] <= steps <= STEPS[1], f"{option} {steps}: sampler steps must be between {STEPS[0]} and {STEPS[1]}")
+    return steps
+
+
+def check_context_noise(level: float, option: str = "sampler.context_noise") -> float:
+    require(level >= 0, f"{option} {level:g}: the context noise level must be 0 or more")
+    return level
+
+
+def check_hold_levels(levels: float, option: str = "sampler.hold_levels") -> float:
+    require(levels >= 0, f"{option} {levels:g}: must be 0 (off) or more")
+    return levels
+
+
+def context_noise_used(level: float, maximum: float) -> float:
+    """The context-noise level a model applies: the asked level clamped to [0, the largest level
+    it was trained with (diffusion.context_noise_max)]."""
+    return min(max(float(level), 0.0), maximum)
+
+
+def sampler_settings(base: SamplerConfig, steps: int | None = None, context_noise: float | None = None,
+                     hold_levels: float | None = None) -> SamplerConfig:
+    """A copy of `base` with the given command-line options (None keeps the base's), checked."""
+    out = replace(base)
+    if hold_levels is not None:
+        out.hold_levels = float(check_hold_levels(hold_levels, "--hold-levels"))
+    if steps is not None:
+        out.steps = check_steps(steps, "--steps")
+    if context_noise is not None:
+        out.context_noise = check_context_noise(context_noise, "--context-noise")
+    return out
 
 
 @dataclass

@@ -1,18 +1,11 @@
-"""Device and speed switches shared by training, play and eval: one code path for CPU and CUDA."""
+"""Device and speed switches shared by training, play and eval: one code path for CPU and CUDA.\nThe options that choose them: model/runtime.py."""
 
 from __future__ import annotations
 
 import torch
 
-from dreamcade.dataset.errors import UserError
 from dreamcade.model.denoiser import Denoiser
-
-
-DEVICES = ("auto", "cpu", "cuda")
-
-
-class DeviceError(UserError, ValueError):
-    """A device that is not here; the message says what to use instead."""
+from dreamcade.model.runtime import DEVICES, DeviceError
 
 
 def resolve_device(name: str = "auto") -> torch.device:

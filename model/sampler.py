@@ -1,63 +1,23 @@
 """Sampling: the loops over a denoiser D(x, sigma) (Euler or Heun on a Karras schedule, with
 optional stochastic churn; Karras et al. 2022, Alg. 2), and the next frame of a world model,
 which owns everything around them: the schedule, the noise, the context-noise level, the
-residual base and the rounding to 8-bit levels. The sampler settings' rules live here too.
+residual base and the rounding to 8-bit levels. The sampler settings and their rules are
+model/config.py's SamplerConfig.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Callable
 
 import torch
 
-from dreamcade.dataset.errors import UserError
 from dreamcade.dataset.pixels import quantize
 from dreamcade.model import edm
-from dreamcade.model.config import STEPS, SamplerConfig
+from dreamcade.model.config import SamplerConfig, context_noise_used
 
 Denoise = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-__all__ = ["STEPS", "SamplerError", "check_steps", "check_context_noise", "context_noise_used", "settings", "schedule", "sample", "next_frame"]
-
-
-class SamplerError(UserError, ValueError):
-    """Sampler settings that cannot be used; the message names the option and the range."""
-
-
-# -- settings ----------------------------------------------------------------------------------------
-
-def check_steps(steps: int, option: str = "sampler.steps") -> int:
-    if not STEPS[0] <= steps <= STEPS[1]:
-        raise SamplerError(f"{option} {steps}: sampler steps must be between {STEPS[0]} and {STEPS[1]}")
-    return steps
-
-
-def check_context_noise(level: float, option: str = "sampler.context_noise") -> float:
-    if level < 0:
-        raise SamplerError(f"{option} {level}: the context noise level must be 0 or more")
-    return level
-
-
-def context_noise_used(level: float, maximum: float) -> float:
-    """The context-noise level a model applies: the asked level clamped to [0, the largest level
-    it was trained with (diffusion.context_noise_max)]."""
-    return min(max(float(level), 0.0), maximum)
-
-
-def settings(base: SamplerConfig, steps: int | None = None, context_noise: float | None = None,
-             hold_levels: float | None = None) -> SamplerConfig:
-    """A copy of `base` with the given options (None keeps the base's), checked."""
-    out = replace(base)
-    if hold_levels is not None:
-        if hold_levels < 0:
-            raise SamplerError(f"--hold-levels {hold_levels:g}: must be 0 (off) or more")
-        out.hold_levels = float(hold_levels)
-    if steps is not None:
-        out.steps = check_steps(steps, "--steps")
-    if context_noise is not None:
-        out.context_noise = check_context_noise(context_noise, "--context-noise")
-    return out
+__all__ = ["schedule", "sample", "next_frame"]
 
 
 def schedule(sampler: SamplerConfig, device: torch.device | str = "cpu") -> torch.Tensor:

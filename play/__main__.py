@@ -7,7 +7,8 @@ store: by default the checkpoint's own validation episodes. When the model was t
 gymnasium game that is installed, the real game runs beside it on the same input.
 """
 
-# The window is play.window.Player; this module reads the command line and builds it.
+# The window is play.window.Player; this module reads the command line and builds it. What
+# needs torch or pygame is imported when the game starts, so --help is instant.
 
 from __future__ import annotations
 
@@ -15,21 +16,20 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from dreamcade.dataset.controls import ControlSpec
 from dreamcade.dataset.errors import boundary
 from dreamcade.dataset.outputs import check_apart
-from dreamcade.model.config import Config, SamplerConfig
-from dreamcade.model.world_env import WorldModelEnv
-from dreamcade.files.frames import check_frames, training_store
-from dreamcade.files.inference import load_for_inference
-from dreamcade.model.sampler import STEPS, SamplerError, settings
+from dreamcade.model.config import STEPS, Config, ConfigError, SamplerConfig, sampler_settings
+from dreamcade.model.runtime import Runtime
 from dreamcade.play import PlayError
-from dreamcade.play.contexts import Contexts
-from dreamcade.play.live import HOTKEYS, LiveInput, input_messages
-from dreamcade.play.real_game import RealGame
-from dreamcade.play.window import Options, Player
-from dreamcade.record.policies import parse_keymap
+from dreamcade.play.live import HOTKEYS
+
+if TYPE_CHECKING:
+    from dreamcade.dataset.controls import ControlSpec
+    from dreamcade.play.contexts import Contexts
+    from dreamcade.play.real_game import RealGame
+    from dreamcade.play.window import Player
 
 
 def parse_args(argv=None, prog: str | None = None) -> argparse.Namespace:
@@ -49,7 +49,6 @@ def parse_args(argv=None, prog: str | None = None) -> argparse.Namespace:
                    "from (default: a world's own starts, or a run's validation episodes)")
     p.add_argument("--episode", type=int, default=None, metavar="N",
                    help="start in episode N of those (default: a random one)")
-    p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"), help="default: CUDA if torch sees it")
     p.add_argument("--steps", type=int, default=None,
                    help=f"sampler steps per frame, {STEPS[0]}-{STEPS[1]} (default: the checkpoint's)")
     p.add_argument("--context-noise", type=float, default=None, help="context noise level (default: the checkpoint's)")
@@ -71,18 +70,13 @@ def parse_args(argv=None, prog: str | None = None) -> argparse.Namespace:
     p.add_argument("--save-dir", default="sessions", help="folder for screenshots and sessions saved with F9")
     p.add_argument("--frames", type=int, default=None, help="stop after this many generated frames")
     p.add_argument("--seed", type=int, default=None, help="seed for the context choice and the sampler noise")
-    p.add_argument("--precision", default="auto", choices=("auto", "no", "bf16"),
-                   help="network autocast: auto = bf16 on CUDA, fp32 on the CPU")
-    p.add_argument("--no-channels-last", action="store_true", help="keep the network in NCHW memory")
-    p.add_argument("--compile", action="store_true",
-                   help="torch.compile the network (on CUDA with CUDA graphs); slow to start")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    Runtime.add_options(p)
     args = p.parse_args(argv)
     if args.scale < 1 or (args.fps is not None and args.fps < 0):
         p.error("--scale must be at least 1 and --fps at least 0")
     try:  # before the model loads; settings() applies them to the checkpoint's sampler
-        settings(SamplerConfig(), args.steps, args.context_noise, args.hold_levels)
-    except SamplerError as e:
+        sampler_settings(SamplerConfig(), args.steps, args.context_noise, args.hold_levels)
+    except ConfigError as e:
         p.error(str(e))
     return args
 
@@ -131,14 +125,19 @@ class Outputs:
 
 
 def build_player(args: argparse.Namespace, outputs: Outputs) -> Player:
-    import torch
+    from dreamcade.files.frames import check_frames
+    from dreamcade.files.inference import load_for_inference
+    from dreamcade.model.world_env import WorldModelEnv
+    from dreamcade.play.contexts import Contexts
+    from dreamcade.play.live import LiveInput, input_messages
+    from dreamcade.play.window import Options, Player
+    from dreamcade.record.policies import parse_keymap
 
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
-    model, cfg, meta, device = load_for_inference(args.checkpoint, args.device, args.precision,
-                                                  not args.no_channels_last, args.compile)
+    runtime = Runtime.from_args(args)
+    runtime.apply_threads()
+    model, cfg, meta, device = load_for_inference(args.checkpoint, runtime)
     outputs.check_apart(cfg.data.stores)
-    sampler = settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise, hold_levels=args.hold_levels)
+    sampler = sampler_settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise, hold_levels=args.hold_levels)
     spec = model.spec
     try:
         keymap = parse_keymap(args.keys, spec.names) if args.keys and spec.exclusive else None
@@ -181,6 +180,9 @@ def build_player(args: argparse.Namespace, outputs: Outputs) -> Player:
 def real_game(cfg: Config, spec: ControlSpec, contexts: Contexts) -> tuple[RealGame | None, str]:
     """The game of the checkpoint's own data when it is here, else of --data, at the frames' size;
     or None, and why not."""
+    from dreamcade.files.frames import training_store
+    from dreamcade.play.real_game import RealGame
+
     origin = training_store(cfg) or contexts.first
     h, w = contexts.first.frame_shape[:2]
     return RealGame.find(origin, spec, (w, h))

@@ -17,7 +17,7 @@ from dreamcade.dataset.errors import UserError
 from dreamcade.dataset.outputs import Output
 from dreamcade.dataset.store import store_output
 from dreamcade.model.world_env import WorldModelEnv
-from dreamcade.model.sampler import STEPS, context_noise_used
+from dreamcade.model.config import STEPS, context_noise_used
 from dreamcade.play import PlayError
 from dreamcade.play.contexts import Contexts
 from dreamcade.play.health_meter import Health

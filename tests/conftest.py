@@ -1,3 +1,5 @@
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -18,6 +20,23 @@ def run_cli(*args: str, check: bool = True, timeout: float = 300, env: dict | No
                           timeout=timeout, env=full_env)
     if check and proc.returncode != 0:
         raise AssertionError(f"{args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def in_process(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """`dreamcade ARGS` in this process, through its main(argv): the exit code and what it printed
+    (where a subprocess would prove nothing more and cost a second of imports)."""
+    from dreamcade.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as e:  # argparse: --help, usage errors
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    proc = subprocess.CompletedProcess(["dreamcade", *args], code, out.getvalue(), err.getvalue())
+    if check and code != 0:
+        raise AssertionError(f"dreamcade {' '.join(args)} failed ({code}):\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 

@@ -9,6 +9,7 @@ import torch
 
 from conftest import run_cli
 from dreamcade.files.inference import load_for_inference
+from dreamcade.model.runtime import Runtime
 from dreamcade.model.sampler import next_frame
 
 pytestmark = [pytest.mark.gpu,
@@ -37,8 +38,8 @@ def test_a_tiny_training_in_bf16_on_cuda_then_resume(cuda_run, block_store):
 
 def test_the_sampler_under_compile_and_cuda_graphs_matches_eager(cuda_run):
     run = cuda_run[0]
-    eager, cfg, _, dev = load_for_inference(run, "cuda")
-    graphs, _, _, _ = load_for_inference(run, "cuda", compile=True)
+    eager, cfg, _, dev = load_for_inference(run, Runtime("cuda"))
+    graphs, _, _, _ = load_for_inference(run, Runtime("cuda", compile=True))
     L, s = cfg.data.context, 16
     g = torch.Generator(dev).manual_seed(0)
     ctx = torch.rand(2, L, 3, s, s, device=dev, generator=g) * 2 - 1

@@ -227,7 +227,7 @@ def test_bad_values_are_refused_and_blamed_on_their_source(override, says):
 
 
 def test_every_zero_means_never_and_never_divides_by_zero():
-    from dreamcade.train import due
+    from dreamcade.training.parts import due
     assert [s for s in range(1, 11) if due(s, 0, 10)] == [10]
     assert [s for s in range(1, 11) if due(s, 4, 10)] == [4, 8, 10]
     out = run_cli("train.py", "--config", "configs/tiny.yaml", "train.eval_every=0", "train.save_every=0",

@@ -46,7 +46,7 @@ def call(command: str, *argv: str) -> int:
     elif command == "train":
         from dreamcade.train import main
     elif command == "distill":
-        from dreamcade.training.distill import main
+        from dreamcade.distill import main
     else:
         from dreamcade.demo import main
     try:

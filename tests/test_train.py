@@ -321,7 +321,7 @@ def test_a_distilled_one_step_student_closes_most_of_the_gap_to_its_four_step_te
     train_cli("--config", "configs/tiny.yaml", "--data", str(block_store), f"out_dir={tmp_path}",
               "train.steps=2400", "train.batch_size=16", "train.eval_every=100000", "train.sample_every=0",
               "train.save_every=100000", "optim.lr=0.002", "sampler.steps=4", "train.threads=1", timeout=900)
-    run_cli("-m", "dreamcade.training.distill", "--checkpoint", str(tmp_path / "tiny"), "--steps", "1", "--iterations", "600",
+    run_cli("-m", "dreamcade", "distill", "--checkpoint", str(tmp_path / "tiny"), "--steps", "1", "--iterations", "600",
             "--batch-size", "16", "--lr", "0.001", "--threads", "1", "--quiet", timeout=900)
     student_run = tmp_path / "tiny-1step"
     assert {"model.safetensors", "config.yaml", "distill.json", "stats.jsonl", "world"} <= {
@@ -353,7 +353,7 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     teacher.mkdir()
     spec = open_store(block_store).spec
     export_model(teacher / "model.safetensors", Denoiser(cfg.model, cfg.diffusion, spec, cfg.data.context), cfg, 7)
-    distill = lambda *a, check=True: run_cli("-m", "dreamcade.training.distill", "--checkpoint", str(teacher), *a, "--quiet",
+    distill = lambda *a, check=True: run_cli("-m", "dreamcade", "distill", "--checkpoint", str(teacher), *a, "--quiet",
                                              check=check)
     proc = distill("--steps", "3", check=False)
     assert proc.returncode == 2 and "--steps 3: the student needs at least 1 sampler step and fewer than the " \
@@ -369,5 +369,5 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     assert "distilled from" in card and f"dreamcade distill --checkpoint {teacher} --steps 1" in card
     proc = distill("--iterations", "2", check=False)
     assert proc.returncode == 2 and "a run of this name exists" in proc.stderr
-    proc = run_cli("-m", "dreamcade.training.distill", "--checkpoint", str(tmp_path / "nothing"), check=False)
+    proc = run_cli("-m", "dreamcade", "distill", "--checkpoint", str(tmp_path / "nothing"), check=False)
     assert proc.returncode == 2 and "no such checkpoint" in proc.stderr

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, in_process, run_cli
 from dreamcade.dataset import open_store
 
 SMALL = ["--horizon", "20", "--episodes", "2", "--idm-steps", "30", "--windows", "32", "--bank", "200",
@@ -50,7 +50,7 @@ def no_pickle(monkeypatch):
 def test_a_world_plays_and_is_evaluated_alone_and_never_unpickles(run, tmp_path, monkeypatch, no_pickle):
     run_dir, data = run
     made = tmp_path / "made"
-    out = dreamcade("export", str(run_dir), "--out", str(made / "world")).stdout
+    out = in_process("export", str(run_dir), "--out", str(made / "world")).stdout
     assert "play it with `dreamcade play --checkpoint" in out
     # another machine: the folder copied, the recordings and the run gone
     there = tmp_path / "elsewhere"
@@ -116,18 +116,18 @@ def test_export_refuses_what_would_lose_or_mislead(run, tmp_path):
     run_dir, data = run
     for out, says in ((data / "w", "lies inside the input"), (data, "is the input"),
                       (run_dir.parent, "contains the input")):
-        proc = dreamcade("export", str(run_dir), "--out", str(out), "--overwrite", check=False)
+        proc = in_process("export", str(run_dir), "--out", str(out), "--overwrite", check=False)
         assert proc.returncode == 2 and says in proc.stderr, proc.stderr
     assert open_store(data).verify() == [] and (run_dir / "model.safetensors").is_file()
     world = tmp_path / "world"
-    dreamcade("export", str(run_dir), "--out", str(world))
-    proc = dreamcade("export", str(run_dir), "--out", str(world), check=False)
+    in_process("export", str(run_dir), "--out", str(world))
+    proc = in_process("export", str(run_dir), "--out", str(world), check=False)
     assert proc.returncode == 2 and "--overwrite" in proc.stderr
-    proc = dreamcade("export", str(world), "--out", str(tmp_path / "again"), check=False)
+    proc = in_process("export", str(world), "--out", str(tmp_path / "again"), check=False)
     assert proc.returncode == 2 and "is a world folder already" in proc.stderr
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "keep.txt").write_text("mine")
-    proc = dreamcade("export", str(run_dir), "--out", str(tmp_path / "plain"), "--overwrite", check=False)
+    proc = in_process("export", str(run_dir), "--out", str(tmp_path / "plain"), "--overwrite", check=False)
     assert proc.returncode == 2 and "not a world folder" in proc.stderr
     assert (tmp_path / "plain" / "keep.txt").read_text() == "mine"
 
@@ -135,7 +135,7 @@ def test_export_refuses_what_would_lose_or_mislead(run, tmp_path):
 def test_a_cut_short_world_is_called_so(run, tmp_path):
     run_dir, _ = run
     world = tmp_path / "world"
-    dreamcade("export", str(run_dir), "--out", str(world))
+    in_process("export", str(run_dir), "--out", str(world))
     weights = world / "diffusion_pytorch_model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-100])
     proc = run_cli("play.py", "--checkpoint", str(world), "--frames", "2", check=False,
@@ -147,15 +147,27 @@ JOBS = ["record", "data", "train", "distill", "play", "eval", "export", "demo"]
 
 
 def test_dreamcade_lists_the_jobs_in_order_and_each_job_has_its_help():
-    out = dreamcade("--help").stdout
+    out = dreamcade("--help").stdout  # the installed command, once
     assert [line.split()[0] for line in out.splitlines() if line.startswith("  ")] == JOBS
     for job in JOBS:
-        proc = dreamcade(job, "--help")
+        proc = in_process(job, "--help")
         assert proc.stdout.startswith(f"usage: dreamcade {job}"), proc.stdout[:200]
     for job in ("record env", "record screen", "data build", "data info", "eval drift", "eval sweep"):
-        assert dreamcade(*job.split(), "--help").stdout.startswith(f"usage: dreamcade {job}")
-    proc = dreamcade("nosuchjob", check=False)
+        assert in_process(*job.split(), "--help").stdout.startswith(f"usage: dreamcade {job}")
+    proc = in_process("nosuchjob", check=False)
     assert proc.returncode == 2 and "record, data, train" in proc.stderr
+
+
+def test_help_imports_neither_torch_nor_pygame():
+    """--help of every job is instant: nothing heavy is imported before the work starts."""
+    code = ("import sys; from dreamcade.cli import main\n"
+            f"for job in {JOBS!r}:\n"
+            "    try: main([job, '--help'])\n"
+            "    except SystemExit: pass\n"
+            "print(sorted(m for m in ('torch', 'pygame', 'diffusers', 'accelerate') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout[-300:]
 
 
 def test_presets_and_profiles_are_found_by_name_from_any_folder(tmp_path):

@@ -12,15 +12,17 @@ from dreamcade.files.checkpoint import check_spec, load_model
 from dreamcade.model.config import Config
 from dreamcade.model.denoiser import Denoiser
 from dreamcade.model.device import configure, resolve_device
+from dreamcade.model.runtime import Runtime
 
 
-def load_for_inference(path: str | Path, device: str = "auto", precision: str = "auto",
-                       channels_last: bool = True, compile: bool = False,
+def load_for_inference(path: str | Path, runtime: Runtime = Runtime(),
                        expect_spec: ControlSpec | None = None) -> tuple[Denoiser, Config, dict, torch.device]:
     """(model in eval mode on its device, config, metadata, device) from a world folder
-    (dreamcade.files.world), a run folder or a model file. CheckpointError names the file; DeviceError a device that is not here. `compile` uses
-    CUDA graphs on CUDA (torch.compile mode "reduce-overhead")."""
-    dev = resolve_device(device)
+    (dreamcade.files.world), a run folder or a model file, set up as `runtime` says (its compile
+    uses CUDA graphs on CUDA: torch.compile mode "reduce-overhead"). CheckpointError names the
+    file; DeviceError a device that is not here."""
+    runtime.check()
+    dev = resolve_device(runtime.device)
     if is_world_folder(path):
         from dreamcade.files.world import load_world  # diffusers is imported only for a world
 
@@ -28,8 +30,9 @@ def load_for_inference(path: str | Path, device: str = "auto", precision: str = 
         check_spec(model.spec, expect_spec, path)
     else:
         model, cfg, meta = load_model(path, "cpu", expect_spec)
-    mode = "reduce-overhead" if compile and dev.type == "cuda" else None
-    return configure(model, dev, precision, channels_last, compile, mode).eval(), cfg, meta, dev
+    mode = "reduce-overhead" if runtime.compile and dev.type == "cuda" else None
+    model = configure(model, dev, runtime.precision, runtime.channels_last, runtime.compile, mode)
+    return model.eval(), cfg, meta, dev
 
 
 WORLD_FILES = ("config.json", "diffusion_pytorch_model.safetensors", "world.json", "reference.zarr")

@@ -13,7 +13,7 @@ The student's `steps`-step sample from noise z is trained to equal the teacher's
 trajectory's end point is regressed directly (Luhman & Luhman 2021, "Knowledge Distillation in
 Iterative Generative Models"), with the gradient through every step of the student.
 Consistency distillation (Song et al. 2023) was measured against it on the demo and not kept
-(the README's "Fewer sampler steps" has the table).
+(docs/distill.md has the table).
 
 The result is a run folder like train.py's: model.safetensors (the student, with its sampler
 steps in its config and the distillation in its metadata), config.yaml, distill.json,
@@ -22,13 +22,12 @@ stats.jsonl and world/; play, eval, bench and export load it like any other run.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -37,37 +36,15 @@ from tqdm import tqdm
 
 from dreamcade.dataset import make_loader
 from dreamcade.dataset.batch import Batch
-from dreamcade.dataset.errors import boundary
 from dreamcade.files.checkpoint import check_spec, export_model, load_model
-from dreamcade.model.config import STEPS, Config, ConfigError
+from dreamcade.model.config import Config, ConfigError
 from dreamcade.files.config_file import to_dict
 from dreamcade.model.denoiser import Denoiser
 from dreamcade.model.device import configure, resolve_device
+from dreamcade.model.runtime import Runtime
 from dreamcade.model.sampler import next_frame, sample, schedule
+from dreamcade.training.settings import DistillSettings
 from dreamcade.training.parts import Logger, build_data, make_optimizer, run_output, set_lr, write_world
-
-
-@dataclass
-class DistillSettings:
-    steps: int = 1
-    """Sampler steps of the student, at least 1 and fewer than the teacher's."""
-    iterations: int = 0
-    """Optimizer steps; 0: a seventh of the teacher's train.steps, under a third of its
-    training time (an iteration costs about two training steps: the teacher's sampler
-    forwards, then the student's forward and backward)."""
-    lr: float = 2e-4
-    """AdamW learning rate (after a 20-step warm-up)."""
-    batch_size: int = 0
-    """Windows per step; 0: the teacher's train.batch_size."""
-    seed: int = 0
-    """Seed of the data order and the noise."""
-
-    def check(self, teacher_steps: int) -> None:
-        if not STEPS[0] <= self.steps < teacher_steps:
-            raise ConfigError(f"--steps {self.steps}: the student needs at least {STEPS[0]} sampler step and fewer "
-                              f"than the teacher's {teacher_steps}")
-        if self.iterations < 0 or self.batch_size < 0 or not self.lr > 0:
-            raise ConfigError("--iterations and --batch-size must be 0 (the default) or more, and --lr positive")
 
 
 def student_config(teacher: Config, name: str, out_dir: str, steps: int) -> Config:
@@ -121,11 +98,10 @@ def sampled(model: Denoiser, sampler, seed: int):
 
 
 def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_dir: str = "runs",
-            device: str = "auto", threads: int = 0, progress: bool = True) -> Path:
+            runtime: Runtime = Runtime(), progress: bool = True) -> Path:
     """Train and write the student's run folder; returns it."""
-    if threads > 0:
-        torch.set_num_threads(threads)
-    dev = resolve_device(device)
+    runtime.apply_threads()
+    dev = resolve_device(runtime.device)
     teacher, tcfg, meta = load_model(checkpoint)
     settings.check(tcfg.sampler.steps)
     cfg = student_config(tcfg, name, out_dir, settings.steps)
@@ -191,33 +167,3 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
         print(f"done: {run_dir / 'model.safetensors'} ({record['minutes']} minutes)", file=sys.stderr)
         write_world(run_dir)
     return run_dir
-
-
-def main(argv=None, prog: str = "dreamcade distill") -> int:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    d = DistillSettings()
-    p.add_argument("--checkpoint", required=True, help="the teacher: a run folder (runs/<name>) or its model.safetensors")
-    p.add_argument("--steps", type=int, default=d.steps, help="sampler steps of the student (default 1)")
-    p.add_argument("--name", help="the student's run name (default: <teacher>-<steps>step)")
-    p.add_argument("--out-dir", default=None, help="folder of the student's run (default: the teacher run's folder)")
-    p.add_argument("--iterations", type=int, default=d.iterations,
-                   help="optimizer steps (default: a seventh of the teacher's train.steps, under a third of its time)")
-    p.add_argument("--lr", type=float, default=d.lr, help=f"learning rate (default {d.lr:g})")
-    p.add_argument("--batch-size", type=int, default=d.batch_size, help="windows per step (default: the teacher's)")
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    args = p.parse_args(argv)
-    teacher = Path(args.checkpoint)
-    run = teacher.parent if teacher.suffix == ".safetensors" else teacher
-    name = args.name or f"{run.resolve().name}-{args.steps}step"
-    out_dir = args.out_dir or str(run.resolve().parent)
-    settings = DistillSettings(args.steps, args.iterations, args.lr, args.batch_size, args.seed)
-    return boundary(lambda: distill(args.checkpoint, settings, name, out_dir, args.device, args.threads,
-                                    progress=not args.quiet) and 0,
-                    "interrupted: no student written (a distillation has no checkpoints; run it again)")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

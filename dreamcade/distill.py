@@ -1,0 +1,47 @@
+"""`dreamcade distill --checkpoint RUN --steps 1`: a student of a trained model that makes each
+frame in fewer sampler steps (the method: dreamcade.training.distill). The options are
+DistillSettings' fields and the shared runtime options; torch is imported when it starts."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dreamcade.dataset.errors import boundary
+from dreamcade.eval.settings import add_options
+from dreamcade.model.runtime import Runtime
+from dreamcade.training.settings import DistillSettings
+
+
+def parse_args(argv=None, prog: str = "dreamcade distill") -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--checkpoint", required=True, help="the teacher: a run folder (runs/<name>) or its model.safetensors")
+    p.add_argument("--name", help="the student's run name (default: <teacher>-<steps>step)")
+    p.add_argument("--out-dir", default=None, help="folder of the student's run (default: the teacher run's folder)")
+    add_options(p, DistillSettings)
+    Runtime.add_options(p, only=("device", "threads"))
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p.parse_args(argv)
+
+
+def main(argv=None, prog: str = "dreamcade distill") -> int:
+    args = parse_args(argv, prog)
+    teacher = Path(args.checkpoint)
+    run = teacher.parent if teacher.suffix == ".safetensors" else teacher
+    name = args.name or f"{run.resolve().name}-{args.steps}step"
+    out_dir = args.out_dir or str(run.resolve().parent)
+
+    def work() -> int:
+        from dreamcade.training.distill import distill
+
+        distill(args.checkpoint, DistillSettings.from_args(args), name, out_dir, Runtime.from_args(args),
+                progress=not args.quiet)
+        return 0
+
+    return boundary(work, "interrupted: no student written (a distillation has no checkpoints; run it again)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

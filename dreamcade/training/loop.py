@@ -1,0 +1,147 @@
+"""The training loop of `dreamcade train` (python train.py): one process or several through
+accelerate, with EMA, checkpoints every train.checkpoint_every steps, resume, validation figures,
+samples, and the run folder's model.safetensors and world/ at the end. Its parts (the data, the
+loss module, the optimizer and its schedule, the run folder, the log): dreamcade.training.parts."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+from tqdm import tqdm
+
+from dreamcade.dataset import WindowDataset, make_loader
+from dreamcade.files.checkpoint import load_training_state, rng_state
+from dreamcade.files.config_file import to_dict
+from dreamcade.model.config import Config, ConfigError
+from dreamcade.model.denoiser import Denoiser
+from dreamcade.model.device import configure, resolve_device
+from dreamcade.model.ema import make_ema, update_ema
+from dreamcade.training.parts import (Logger, LossModule, Rate, due, lr_at, make_optimizer, save_run, set_lr,
+                                      write_world)
+from dreamcade.training.samples import evaluate, save_samples
+
+
+def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, resume_from: Path | None,
+          progress: bool = True) -> int:
+    from accelerate import Accelerator
+
+    t = cfg.train
+    if t.threads > 0:
+        torch.set_num_threads(t.threads)
+    device = resolve_device(t.device)
+    accelerator = Accelerator(cpu=device.type == "cpu", gradient_accumulation_steps=t.grad_accum)
+    device, rank, main_proc = accelerator.device, accelerator.process_index, accelerator.is_main_process
+    world = accelerator.num_processes
+    seed = t.seed + rank  # the noise differs per process; the data order (t.seed) does not
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+    run_dir = cfg.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if main_proc:
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    denoiser = configure(Denoiser(cfg.model, cfg.diffusion, train_ds.spec, cfg.data.context), device,
+                         t.precision, t.channels_last)
+    ema, optimizer, step = make_ema(denoiser), make_optimizer(denoiser, cfg), 0
+    if resume_from is not None:
+        state = load_training_state(resume_from, denoiser, ema, optimizer, rank)
+        step = state["step"]
+        if main_proc:
+            print(f"resuming from {resume_from} at step {step}", file=sys.stderr)
+            if state.get("processes", 1) != world:
+                print(f"note: the checkpoint was written by {state.get('processes', 1)} process(es) and this run has "
+                      f"{world}: it goes on, but not as the uninterrupted run would have (another data order "
+                      "and noise from here)", file=sys.stderr)
+    if t.compile:
+        denoiser.compile_network()
+    loss_module, optimizer = accelerator.prepare(LossModule(denoiser), optimizer)
+    logger = Logger(cfg, run_dir, main_proc)
+    per_epoch = len(train_ds) // (t.batch_size * world)  # batches of each process
+    if per_epoch == 0:
+        raise ConfigError(f"{len(train_ds)} training windows, fewer than train.batch_size={t.batch_size} x "
+                          f"{world} processes")
+    if main_proc:
+        print(f"{cfg.name}: {sum(p.numel() for p in denoiser.parameters()) / 1e6:.2f} M parameters, "
+              f"{len(train_ds)} training windows ({train_ds.mode}), {len(val_ds) if val_ds else 0} validation, "
+              f"on {device}, {world} process{'es' if world > 1 else ''}", file=sys.stderr)
+    windows_log = open_windows_log(run_dir, rank) if t.log_windows else None
+
+    epoch, skip = divmod(step * t.grad_accum, per_epoch)
+    bar = tqdm(total=t.steps, initial=step, unit="step", disable=not (progress and main_proc), dynamic_ncols=True)
+    rate = Rate(step)
+    while step < t.steps:
+        loader = make_loader(train_ds, t.batch_size, seed=t.seed, epoch=epoch, skip_batches=skip,
+                             num_workers=cfg.data.num_workers, weighting=cfg.data.weighting, rank=rank, world=world)
+        for batch, windows in zip(loader, loader.batch_sampler):
+            if windows_log is not None:
+                windows_log.write(json.dumps({"step": step + 1, "windows": windows}) + "\n")
+            batch = batch.to(device, non_blocking=True)
+            with accelerator.accumulate(loss_module):
+                loss = loss_module(batch)
+                accelerator.backward(loss)
+                if accelerator.sync_gradients and cfg.optim.grad_clip > 0:
+                    grad_norm = accelerator.clip_grad_norm_(loss_module.parameters(), cfg.optim.grad_clip)
+                set_lr(optimizer, lr_at(step, cfg))
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            if not accelerator.sync_gradients:
+                continue
+            step += 1
+            update_ema(ema, denoiser, cfg.optim.ema_decay, step)
+            if not math.isfinite(loss.item()):
+                print(f"error: the loss is {loss.item()} at step {step}; lower optim.lr", file=sys.stderr)
+                return 1
+            if due(step, t.log_every, t.steps):
+                steps_s = rate(step)
+                stats = {"train/loss": loss.item(), "train/lr": lr_at(step, cfg),
+                         "train/grad_norm": float(grad_norm) if cfg.optim.grad_clip > 0 else None,
+                         "train/steps_per_s": steps_s,
+                         "train/samples_per_s": steps_s * t.batch_size * t.grad_accum * accelerator.num_processes}
+                logger.log(step, stats)
+                bar.set_postfix(loss=f"{stats['train/loss']:.4f}", steps_s=f"{steps_s:.2f}",
+                                samples_s=f"{stats['train/samples_per_s']:.0f}")
+            if main_proc and val_ds is not None and due(step, t.eval_every, t.steps):
+                logger.log(step, evaluate(ema, val_ds, cfg, device))
+            if main_proc and t.sample_every and due(step, t.sample_every, t.steps):
+                files = save_samples(ema, val_ds or train_ds, cfg, device, run_dir / "samples", step)
+                logger.media(step, files, train_ds.fps)
+            if due(step, t.save_every, t.steps):
+                rngs = every_rng_state(world)  # every process takes part
+                if main_proc:
+                    save_run(run_dir, step, denoiser, ema, optimizer, cfg, train_ds.spec, rngs)
+            bar.update(1)
+            if step >= t.steps:
+                break
+        epoch, skip = epoch + 1, 0
+    bar.close()
+    logger.close()
+    if windows_log is not None:
+        windows_log.close()
+    accelerator.wait_for_everyone()
+    accelerator.end_training()  # other processes leave here; the first writes the world
+    if main_proc:
+        print(f"done: {run_dir / 'model.safetensors'} (step {step})", file=sys.stderr)
+        write_world(run_dir)
+    return 0
+
+
+def every_rng_state(world: int) -> list[tuple[dict, dict]]:
+    """The RNG state of every process, in rank order (each resumes with its own)."""
+    mine = rng_state()
+    if world == 1:
+        return [mine]
+    out = [None] * world
+    torch.distributed.all_gather_object(out, mine)
+    return out
+
+
+def open_windows_log(run_dir: Path, rank: int):
+    (run_dir / "windows").mkdir(parents=True, exist_ok=True)
+    return open(run_dir / "windows" / f"rank{rank}.jsonl", "a")
