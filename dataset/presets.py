@@ -16,7 +16,7 @@ def configs_dir() -> Path:
 
 def find(name: str | Path, folder: str, suffix: str) -> Path:
     """`name` itself when it is a file; else the preset of that name (or of a `configs/...`
-    path, so README commands work from any folder) in ./configs, then in the shipped configs."""
+    path, so the documented commands work from any folder) in ./configs, then in the shipped configs."""
     path = Path(name)
     if path.is_file():
         return path

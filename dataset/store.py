@@ -1,4 +1,4 @@
-"""The recording store: one zarr v3 group per session (see the README's "Store format").
+"""The recording store: one zarr v3 group per session (docs/store-format.md).
 
 Arrays: `frames` uint8 [T, H, W, 3], `actions` float32 [T, A], `time` float64 [T],
 `episode_starts` int64 [E], and optionally `events/time` float64, `events/control` int32,

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from dreamcade.play.window import Player
 
 
-def parse_args(argv=None, prog: str | None = None) -> argparse.Namespace:
+def parse_args(argv=None, prog: str = "dreamcade play") -> argparse.Namespace:
     hot = "\n".join(f"  {' / '.join(k):<9} {what}" for _, k, what in HOTKEYS)
     p = argparse.ArgumentParser(
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -188,7 +188,7 @@ def real_game(cfg: Config, spec: ControlSpec, contexts: Contexts) -> tuple[RealG
     return RealGame.find(origin, spec, (w, h))
 
 
-def main(argv=None, prog: str | None = None) -> int:
+def main(argv=None, prog: str = "dreamcade play") -> int:
     args = parse_args(argv, prog)
     return boundary(lambda: run(args))
 

@@ -58,7 +58,7 @@ def numbered_frame(t: int, h: int = 12, w: int = 16) -> np.ndarray:
 def block_store(tmp_path_factory):
     """3,000 frames of our block game (16x16, NOOP/LEFT/RIGHT/UP/DOWN) played by the sticky bot."""
     out = tmp_path_factory.mktemp("data") / "block.zarr"
-    run_cli("-m", "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "3000",
+    run_cli("-m", "dreamcade", "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "3000",
             "--max-hold", "6", "--seed", "1", "--quiet", "--out", str(out))
     return out
 

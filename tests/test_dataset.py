@@ -154,14 +154,14 @@ def test_build_refuses_bad_input_with_clear_errors(tmp_path):
 
 def test_build_cli(tmp_path):
     raw_store(tmp_path / "raw.zarr", n=60, starts=(0, 30))
-    out = run_cli("-m", "dataset", "build", str(tmp_path / "raw.zarr"), "--out", str(tmp_path / "t.zarr"),
+    out = run_cli("-m", "dreamcade", "data", "build", str(tmp_path / "raw.zarr"), "--out", str(tmp_path / "t.zarr"),
                   "--size", "8x8", "--fps", "15", "--action-lag", "0", "--quiet").stdout
     assert "wrote" in out and "30 frames in 2 episodes at 8x8, 15 fps" in out
-    proc = run_cli("-m", "dataset", "build", str(tmp_path / "raw.zarr"), "--out", str(tmp_path / "u.zarr"),
+    proc = run_cli("-m", "dreamcade", "data", "build", str(tmp_path / "raw.zarr"), "--out", str(tmp_path / "u.zarr"),
                    "--size", "8x8", "--crop", "0,0,99,99", check=False)
     assert proc.returncode == 2 and "does not fit inside its 16x16 frames" in proc.stderr
     assert "Traceback" not in proc.stderr
-    assert "--drop-idle" in run_cli("-m", "dataset", "build", "--help").stdout
+    assert "--drop-idle" in run_cli("-m", "dreamcade", "data", "build", "--help").stdout
 
 
 def test_info_gives_the_length_of_play_of_a_store_built_from_two_recordings(tmp_path):
@@ -169,9 +169,9 @@ def test_info_gives_the_length_of_play_of_a_store_built_from_two_recordings(tmp_
     span from its first time stamp to its last."""
     raw_store(tmp_path / "a.zarr", n=60, starts=(0, 30))
     raw_store(tmp_path / "b.zarr", n=90, starts=(0,))
-    run_cli("-m", "dataset", "build", str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr"), "--out",
+    run_cli("-m", "dreamcade", "data", "build", str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr"), "--out",
             str(tmp_path / "t.zarr"), "--size", "8x8", "--quiet")
-    d = json.loads(run_cli("-m", "dataset", "info", "--json", str(tmp_path / "t.zarr")).stdout)
+    d = json.loads(run_cli("-m", "dreamcade", "data", "info", "--json", str(tmp_path / "t.zarr")).stdout)
     assert d[0]["frames"] == 150 and d[0]["duration_s"] == pytest.approx(150 / 30)
 
 

@@ -30,7 +30,7 @@ def breakout(tmp_path_factory):
     """Breakout at 32x32 (400 frames: one episode) and a tiny model trained on it for 4 steps."""
     root = tmp_path_factory.mktemp("eval")
     store = root / "breakout.zarr"
-    run_cli("-m", "record", "env", "--env", "ALE/Breakout-v5", "--steps", "400", "--size", "32x32", "--quiet",
+    run_cli("-m", "dreamcade", "record", "env", "--env", "ALE/Breakout-v5", "--steps", "400", "--size", "32x32", "--quiet",
             "--out", str(store))
     run_cli("train.py", "--config", "configs/tiny.yaml", "--data", str(store), f"out_dir={root}", "train.steps=4",
             "train.sample_every=0", "train.eval_every=1000", "train.threads=1", "--quiet")
@@ -56,7 +56,7 @@ def session(breakout, tmp_path_factory):
 
 
 def eval_cli(*args, check=True):
-    return run_cli("-m", "eval", *args, check=check, timeout=600)
+    return run_cli("-m", "dreamcade", "eval", *args, check=check, timeout=600)
 
 
 @pytest.mark.slow
@@ -122,7 +122,7 @@ def test_a_session_gets_the_reference_free_section_only(breakout, session, tmp_p
 def test_user_mistakes_get_one_line_and_exit_2(breakout, tmp_path):
     store, run = breakout
     block = tmp_path / "block.zarr"
-    run_cli("-m", "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "50", "--quiet",
+    run_cli("-m", "dreamcade", "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "50", "--quiet",
             "--out", str(block))
     model, cfg, _ = load_model(run)  # the same model, as if trained on a store that has moved since
     cfg.data.stores = [str(tmp_path / "moved.zarr")]
@@ -224,7 +224,7 @@ def test_skip_damaged_and_the_health_window_run_end_to_end(breakout, tmp_path):
     --health-window sets the healthy horizon's window."""
     _, run = breakout
     store = tmp_path / "three.zarr"
-    run_cli("-m", "record", "env", "--env", "ALE/Breakout-v5", "--steps", "1000", "--size", "32x32", "--quiet",
+    run_cli("-m", "dreamcade", "record", "env", "--env", "ALE/Breakout-v5", "--steps", "1000", "--size", "32x32", "--quiet",
             "--out", str(store))
     first = open_store(store).episodes()[0]
     chunk = store / "frames" / "c" / "0" / "0" / "0" / "0"  # frames 0-255, in the first episode

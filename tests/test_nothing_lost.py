@@ -79,7 +79,7 @@ def test_build_onto_an_input_is_refused_and_the_input_is_untouched(tmp_path, raw
     other = write_store(tmp_path / "other.zarr", [30])
     out = {"same": raw, "inside": raw / "sub.zarr", "around": tmp_path}[where]
     before = tree_hash(tmp_path)
-    proc = run_cli("-m", "dataset", "build", str(other), str(raw), "--size", "16x16", "--out", str(out),
+    proc = run_cli("-m", "dreamcade", "data", "build", str(other), str(raw), "--size", "16x16", "--out", str(out),
                    "--overwrite", check=False)
     refused(proc, f"--out {out}", says)
     assert tree_hash(tmp_path) == before
@@ -93,13 +93,13 @@ def test_a_missing_chunk_is_refused_everywhere_it_is_read(tmp_path, raw):
     gone.unlink()
     before = tree_hash(raw)
     out = tmp_path / "train.zarr"
-    proc = run_cli("-m", "dataset", "build", str(raw), "--size", "16x16", "--out", str(out), "--quiet", check=False)
+    proc = run_cli("-m", "dreamcade", "data", "build", str(raw), "--size", "16x16", "--out", str(out), "--quiet", check=False)
     err = refused(proc, gone, "rows 32-47", "data info --verify")
     assert "--skip-damaged" in err
     assert not out.exists() and siblings(out) == [] and tree_hash(raw) == before
-    info = run_cli("-m", "dataset", "info", str(raw), check=False)  # the quick look sees it too, and says 1
+    info = run_cli("-m", "dreamcade", "data", "info", str(raw), check=False)  # the quick look sees it too, and says 1
     assert info.returncode == 1 and info.stdout.count(f"{gone}: chunk file is missing") == 1
-    info = run_cli("-m", "dataset", "info", "--verify", str(raw), check=False)  # decoded: said once, exit 1
+    info = run_cli("-m", "dreamcade", "data", "info", "--verify", str(raw), check=False)  # decoded: said once, exit 1
     assert info.returncode == 1 and info.stdout.count(f"{gone}: chunk file is missing") == 1
     # the readers under train.py, eval and play
     from dreamcade.dataset import StoreError, WindowDataset
@@ -118,7 +118,7 @@ def test_a_missing_chunk_is_refused_everywhere_it_is_read(tmp_path, raw):
 def test_skip_damaged_leaves_out_the_episode_and_says_so(tmp_path, raw):
     frame_chunk_file(raw, 2).unlink()
     out = tmp_path / "train.zarr"
-    proc = run_cli("-m", "dataset", "build", str(raw), "--size", "16x16", "--out", str(out),
+    proc = run_cli("-m", "dreamcade", "data", "build", str(raw), "--size", "16x16", "--out", str(out),
                    "--skip-damaged", "--quiet")
     assert "skipped the episode of frames 0-59" in proc.stderr and "chunk file is missing" in proc.stderr
     s = open_store(out)
@@ -136,20 +136,20 @@ def test_a_build_that_fails_half_way_leaves_nothing_and_can_be_rerun(tmp_path, r
     good = chunk.read_bytes()
     chunk.write_bytes(good[: len(good) // 2])
     out = tmp_path / "train.zarr"
-    proc = run_cli("-m", "dataset", "build", str(raw), "--size", "16x16", "--out", str(out), "--quiet", check=False)
+    proc = run_cli("-m", "dreamcade", "data", "build", str(raw), "--size", "16x16", "--out", str(out), "--quiet", check=False)
     refused(proc, chunk, "cannot be decoded")
     assert not out.exists() and siblings(out) == []
     chunk.write_bytes(good)  # repaired: the same command now succeeds (no "already exists")
-    run_cli("-m", "dataset", "build", str(raw), "--size", "16x16", "--out", str(out), "--quiet")
+    run_cli("-m", "dreamcade", "data", "build", str(raw), "--size", "16x16", "--out", str(out), "--quiet")
     assert len(open_store(out)) == 150 and open_store(out).closed_cleanly
 
 
 def test_a_failed_overwrite_keeps_the_old_output(tmp_path, raw):
     out = tmp_path / "train.zarr"
-    run_cli("-m", "dataset", "build", str(raw), "--size", "16x16", "--out", str(out), "--quiet")
+    run_cli("-m", "dreamcade", "data", "build", str(raw), "--size", "16x16", "--out", str(out), "--quiet")
     before = tree_hash(out)
     frame_chunk_file(raw, 8).unlink()
-    proc = run_cli("-m", "dataset", "build", str(raw), "--size", "8x8", "--out", str(out), "--overwrite",
+    proc = run_cli("-m", "dreamcade", "data", "build", str(raw), "--size", "8x8", "--out", str(out), "--overwrite",
                    "--quiet", check=False)
     refused(proc, frame_chunk_file(raw, 8))
     assert tree_hash(out) == before and siblings(out) == ["train.zarr"]
@@ -198,7 +198,7 @@ def test_when_skip_damaged_leaves_no_validation_episode_train_and_eval_say_so_an
 def test_bad_build_options_are_refused_before_any_work(tmp_path, raw, option, value, says):
     before = tree_hash(raw)
     out = tmp_path / "train.zarr"
-    proc = run_cli("-m", "dataset", "build", str(raw), "--size", "16x16", "--out", str(out), option, value,
+    proc = run_cli("-m", "dreamcade", "data", "build", str(raw), "--size", "16x16", "--out", str(out), option, value,
                    check=False)
     refused(proc, option, says)
     assert not out.exists() and siblings(out) == [] and tree_hash(raw) == before
@@ -246,13 +246,13 @@ def test_eval_refuses_an_unwritable_out_before_loading_anything(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")
     out = blocker / "report"
-    proc = run_cli("-m", "eval", "drift", "--checkpoint", str(tmp_path / "no_model"), "--out", str(out),
+    proc = run_cli("-m", "dreamcade", "eval", "drift", "--checkpoint", str(tmp_path / "no_model"), "--out", str(out),
                    check=False)
     refused(proc, out, "cannot write there")
 
 
 def test_eval_refuses_a_report_onto_its_data(raw):
-    proc = run_cli("-m", "eval", "drift", "--session", str(raw), "--data", str(raw), "--out", str(raw),
+    proc = run_cli("-m", "dreamcade", "eval", "drift", "--session", str(raw), "--data", str(raw), "--out", str(raw),
                    "--overwrite", check=False)
     refused(proc, "--out", raw)
     assert open_store(raw).verify() == []
@@ -261,7 +261,7 @@ def test_eval_refuses_a_report_onto_its_data(raw):
 # -- 9: a game module that is not installed -----------------------------------------------------------------
 
 def test_record_env_with_a_missing_module_is_one_line(tmp_path):
-    proc = run_cli("-m", "record", "env", "--env", "nosuchmodule:Foo-v0", "--steps", "5",
+    proc = run_cli("-m", "dreamcade", "record", "env", "--env", "nosuchmodule:Foo-v0", "--steps", "5",
                    "--out", str(tmp_path / "x.zarr"), check=False)
     refused(proc, "--env nosuchmodule:Foo-v0", "nosuchmodule")
     assert not (tmp_path / "x.zarr").exists()
@@ -296,7 +296,7 @@ def test_model_files_are_readable_by_others_and_a_truncated_one_is_called_trunca
 def test_sigkill_during_build_leaves_no_output_or_a_complete_one(tmp_path):
     raw = write_store(tmp_path / "raw.zarr", [1500] * 4, size=(96, 96), chunk=64)
     ref = tmp_path / "ref.zarr"
-    args = [sys.executable, "-m", "dataset", "build", str(raw), "--size", "32x32", "--quiet"]
+    args = [sys.executable, "-m", "dreamcade", "data", "build", str(raw), "--size", "32x32", "--quiet"]
     t0 = time.monotonic()
     subprocess.run(args + ["--out", str(ref)], cwd=ROOT, check=True, capture_output=True)
     full = time.monotonic() - t0

@@ -113,12 +113,12 @@ def lab(tmp_path_factory):
     """A recording, two tiny runs trained on it (one evaluated), and a world of the first."""
     tmp = tmp_path_factory.mktemp("lab")
     data = tmp / "block.zarr"
-    run_cli("-m", "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "600", "--seed", "4",
+    run_cli("-m", "dreamcade", "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "600", "--seed", "4",
             "--quiet", "--out", str(data))
     for name in ("a", "b"):
         run_cli("train.py", "--config", "configs/tiny.yaml", "--data", str(data), f"out_dir={tmp / 'runs'}",
                 f"name={name}", *TRAIN)
-    run_cli("-m", "eval", "drift", "--checkpoint", str(tmp / "runs" / "b"), "--out", str(tmp / "report_b"), *SMALL)
+    run_cli("-m", "dreamcade", "eval", "drift", "--checkpoint", str(tmp / "runs" / "b"), "--out", str(tmp / "report_b"), *SMALL)
     return {"tmp": tmp, "data": data, "a": tmp / "runs" / "a", "b": tmp / "runs" / "b", "world": tmp / "runs" / "a" / "world",
             "report_b": tmp / "report_b"}
 
@@ -204,7 +204,7 @@ def test_1_build_with_overwrite_onto_a_file_keeps_the_file(tmp_path, raw, capsys
 def test_1_two_builds_and_a_build_and_a_record_to_one_out(tmp_path, capsys, spawn):
     big = write_store(tmp_path / "big.zarr", [1500] * 4, size=(96, 96), chunk=64)
     out = tmp_path / "train.zarr"
-    build = [sys.executable, "-m", "dataset", "build", str(big), "--size", "32x32", "--quiet", "--out", str(out)]
+    build = [sys.executable, "-m", "dreamcade", "data", "build", str(big), "--size", "32x32", "--quiet", "--out", str(out)]
     first = spawn(build, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for(lock_of(out).exists, what="the first build's lock")
     one_line(capsys, call("dataset", "build", str(big), "--size", "32x32", "--quiet", "--out", str(out)), 2,
@@ -216,7 +216,7 @@ def test_1_two_builds_and_a_build_and_a_record_to_one_out(tmp_path, capsys, spaw
     assert open_store(out).n_frames == 6000 and open_store(out).verify() == []
     # the other way round: a recording holds its store while it records
     rec = tmp_path / "rec.zarr"
-    recording = spawn([sys.executable, "-m", "record", "env", "--env", "dreamcade/Block-v0", "--steps", "100000000",
+    recording = spawn([sys.executable, "-m", "dreamcade", "record", "env", "--env", "dreamcade/Block-v0", "--steps", "100000000",
                        "--quiet", "--out", str(rec)], stderr=subprocess.PIPE, text=True)
     wait_for(lambda: frames_in(rec) > 0, 60, "the first flushed frames")
     one_line(capsys, call("dataset", "build", str(big), "--size", "32x32", "--quiet", "--out", str(rec), "--overwrite"),
@@ -335,7 +335,7 @@ def test_8_a_second_training_of_a_running_name_is_refused_and_17_ctrl_c_is_one_l
 def test_17_ctrl_c_in_build_and_export_is_one_line(tmp_path, lab, command, spawn):
     if command == "build":
         src = write_store(tmp_path / "big.zarr", [3000] * 4, size=(96, 96), chunk=64)
-        argv = ["-m", "dataset", "build", str(src), "--size", "32x32", "--quiet"]
+        argv = ["-m", "dreamcade", "data", "build", str(src), "--size", "32x32", "--quiet"]
     else:
         argv = ["-m", "dreamcade", "export", str(lab["a"]), "--frames", "5000"]
     target = tmp_path / "out"

@@ -58,7 +58,7 @@ def block_run(tmp_path_factory):
     """A tiny checkpoint of the block game (16x16 frames, NOOP/LEFT/RIGHT/UP/DOWN)."""
     tmp = tmp_path_factory.mktemp("block")
     data = tmp / "block.zarr"
-    run_cli("-m", "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "400",
+    run_cli("-m", "dreamcade", "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "400",
             "--quiet", "--out", str(data))
     return train_tiny(data, tmp, 4), data
 

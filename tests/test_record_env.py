@@ -14,7 +14,7 @@ from dreamcade.record.policies import KeyboardPolicy, StickyPolicy, meaning_part
 
 def test_sticky_bot_records_breakout_and_a_replay_reproduces_every_frame(tmp_path):
     out = tmp_path / "breakout.zarr"
-    proc = run_cli("-m", "record", "env", "--env", "ALE/Breakout-v5", "--policy", "sticky",
+    proc = run_cli("-m", "dreamcade", "record", "env", "--env", "ALE/Breakout-v5", "--policy", "sticky",
                    "--steps", "600", "--size", "32x40", "--seed", "3", "--out", str(out))
     assert "wrote" in proc.stdout
     s = open_store(out)
@@ -57,21 +57,21 @@ def test_sticky_bot_records_breakout_and_a_replay_reproduces_every_frame(tmp_pat
 
 def test_random_policy_and_info_on_pong(tmp_path):
     out = tmp_path / "pong.zarr"
-    run_cli("-m", "record", "env", "--env", "ALE/Pong-v5", "--policy", "random", "--steps", "200",
+    run_cli("-m", "dreamcade", "record", "env", "--env", "ALE/Pong-v5", "--policy", "random", "--steps", "200",
             "--frameskip", "2", "--size", "64x64", "--quiet", "--out", str(out))
     s = open_store(out)
     assert len(s) == 200 and s.fps == 30.0 and s.frame_shape == (64, 64, 3)
     assert s.spec.names == ["NOOP", "FIRE", "RIGHT", "LEFT", "RIGHTFIRE", "LEFTFIRE"]
-    info = run_cli("-m", "dataset", "info", str(out)).stdout
+    info = run_cli("-m", "dreamcade", "data", "info", str(out)).stdout
     assert "frames    200" in info and "exclusive (one-hot)" in info
     # recording again to the same place needs --overwrite
-    proc = run_cli("-m", "record", "env", "--steps", "10", "--out", str(out), check=False)
+    proc = run_cli("-m", "dreamcade", "record", "env", "--steps", "10", "--out", str(out), check=False)
     assert proc.returncode == 2 and "already exists" in proc.stderr
 
 
 def test_non_image_game_is_recorded_through_render(tmp_path):
     out = tmp_path / "cartpole.zarr"
-    run_cli("-m", "record", "env", "--env", "CartPole-v1", "--policy", "random", "--steps", "40",
+    run_cli("-m", "dreamcade", "record", "env", "--env", "CartPole-v1", "--policy", "random", "--steps", "40",
             "--frameskip", "1", "--size", "48x32", "--quiet", "--out", str(out))
     s = open_store(out)
     assert s.frame_shape == (32, 48, 3) and s.spec.names == ["action_0", "action_1"]
@@ -161,8 +161,8 @@ def test_keyboard_policy_stops_on_escape(tmp_path, monkeypatch):
 
 
 def test_help_explains_each_command():
-    out = run_cli("-m", "record", "env", "--help").stdout
+    out = run_cli("-m", "dreamcade", "record", "env", "--help").stdout
     for word in ("--policy", "sticky", "--frameskip", "--size", "--steps", "--out", "keyboard"):
         assert word in out
-    assert "info" in run_cli("-m", "dataset", "--help").stdout
-    assert "--verify" in run_cli("-m", "dataset", "info", "--help").stdout
+    assert "info" in run_cli("-m", "dreamcade", "data", "--help").stdout
+    assert "--verify" in run_cli("-m", "dreamcade", "data", "info", "--help").stdout

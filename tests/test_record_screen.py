@@ -105,7 +105,7 @@ def start_game(spawn, pos: str = "0,0", title: str = GAME, size: str = "160x120"
 
 
 def start_recorder(spawn, out, *args: str, started: bool = True) -> Proc:
-    rec = spawn("-m", "record", "screen", "--out", str(out), *args)
+    rec = spawn("-m", "dreamcade", "record", "screen", "--out", str(out), *args)
     if started:
         rec.wait_for(r"recording started")
     return rec
@@ -562,7 +562,7 @@ def test_shipped_profiles_are_valid():
 
 def test_help_works_without_a_display():
     env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
-    proc = subprocess.run([sys.executable, "-m", "record", "screen", "--help"], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "dreamcade", "record", "screen", "--help"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     for word in ("--window", "--region", "--monitor", "--controls", "--pause-key", "f9", "f10",

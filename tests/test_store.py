@@ -238,13 +238,13 @@ def test_spec_validation_and_toml(tmp_path):
 def test_info_prints_what_the_store_holds(tmp_path, small_spec):
     path = tmp_path / "s.zarr"
     write_store(path, small_spec, n=50)
-    out = run_cli("-m", "dataset", "info", str(path), "--verify").stdout
+    out = run_cli("-m", "dreamcade", "data", "info", str(path), "--verify").stdout
     assert "frames    50  (1.7 s at 30 fps)" in out
     assert "size      16x12 (captured at 160x120)" in out
     assert "episodes  3  (13-20 frames each)" in out
     assert "left, right, mouse_dx[-50,50]" in out
     assert "bytes/frame" in out and "problem" not in out
-    d = json.loads(run_cli("-m", "dataset", "info", str(path), "--json").stdout)[0]
+    d = json.loads(run_cli("-m", "dreamcade", "data", "info", str(path), "--json").stdout)[0]
     assert d["frames"] == 50 and d["episodes"] == 3 and d["events"] == 50 and d["bytes_on_disk"] > 0
 
 
@@ -252,10 +252,10 @@ def test_info_reports_problems_and_errors_without_tracebacks(tmp_path, small_spe
     path = tmp_path / "s.zarr"
     write_store(path, small_spec, n=50)
     (path / "actions" / "c" / "0" / "0").write_bytes(b"junk")
-    proc = run_cli("-m", "dataset", "info", str(path), "--verify", check=False)
+    proc = run_cli("-m", "dreamcade", "data", "info", str(path), "--verify", check=False)
     assert proc.returncode == 1
     assert "actions/c/0/0: chunk cannot be decoded" in proc.stdout
-    proc = run_cli("-m", "dataset", "info", str(tmp_path / "missing.zarr"), check=False)
+    proc = run_cli("-m", "dreamcade", "data", "info", str(tmp_path / "missing.zarr"), check=False)
     assert proc.returncode == 1
     assert "missing.zarr: no such store" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -271,7 +271,7 @@ def test_info_shows_an_uncommitted_tail(tmp_path, small_spec):
     # what a kill between growing the arrays and committing leaves behind
     w.root["frames"].resize((20, 12, 16, 3))
     w.root["actions"].resize((19, 3))
-    out = run_cli("-m", "dataset", "info", str(path)).stdout
+    out = run_cli("-m", "dreamcade", "data", "info", str(path)).stdout
     assert "frames    12" in out
     assert "uncommitted tail ignored: frames +8, actions +7" in out
     assert "array lengths differ" in out

@@ -179,7 +179,7 @@ def test_learns_the_block_game_and_follows_the_action(tmp_path, block_store):
               timeout=600)
     model, cfg, _ = load_model(tmp_path / "tiny")
     held_out = tmp_path / "held_out.zarr"  # another seed: episodes the model never saw
-    run_cli("-m", "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "600",
+    run_cli("-m", "dreamcade", "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "600",
             "--max-hold", "6", "--seed", "2", "--quiet", "--out", str(held_out))
     val = WindowDataset([held_out], context=cfg.data.context, split="all")
     p_model, p_last, acc, n = direction_accuracy(model, cfg, val)
@@ -201,7 +201,7 @@ def test_learns_a_real_atari_game_beyond_repeating_the_last_frame(tmp_path):
     test. The noisy base is what lets it beat the copy."""
     store, held_out = tmp_path / "breakout.zarr", tmp_path / "held_out.zarr"
     for path, seed, steps in ((store, 0, 2000), (held_out, 1, 400)):  # held out: another seed
-        run_cli("-m", "record", "env", "--env", "ALE/Breakout-v5", "--steps", str(steps), "--size", "32x32",
+        run_cli("-m", "dreamcade", "record", "env", "--env", "ALE/Breakout-v5", "--steps", str(steps), "--size", "32x32",
                 "--seed", str(seed), "--quiet", "--out", str(path))
     val = WindowDataset([held_out], context=2, split="all")
     b = val.__getitems__(np.arange(len(val)))
@@ -248,7 +248,7 @@ def test_a_rollout_removes_a_blob_of_noise_from_its_context(tmp_path, block_stor
               "train.save_every=100000", "optim.lr=0.002", "data.val_fraction=0", timeout=600)
     model, cfg, _ = load_model(tmp_path / "tiny")
     held_out = tmp_path / "held_out.zarr"
-    run_cli("-m", "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "600",
+    run_cli("-m", "dreamcade", "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "600",
             "--max-hold", "6", "--seed", "2", "--quiet", "--out", str(held_out))
     ds = WindowDataset([held_out], context=2, split="all")
     rng = np.random.default_rng(0)
@@ -287,7 +287,7 @@ def test_a_tiny_model_rolled_out_2000_steps_on_the_block_game_keeps_its_healthy_
     train_cli("--config", "configs/tiny.yaml", "--data", str(block_store), f"out_dir={tmp_path}",
               "train.steps=2400", "train.batch_size=16", "train.eval_every=100000", "train.sample_every=0",
               "train.save_every=100000", "optim.lr=0.002", "sampler.steps=4", timeout=900)
-    run_cli("-m", "eval", "drift", "--checkpoint", str(tmp_path / "tiny"), "--horizon", "2000", "--episodes", "3",
+    run_cli("-m", "dreamcade", "eval", "drift", "--checkpoint", str(tmp_path / "tiny"), "--horizon", "2000", "--episodes", "3",
             "--videos", "0", "--idm-steps", "300", "--out", str(tmp_path / "report"), "--quiet", timeout=600)
     r = json.loads((tmp_path / "report" / "metrics.json").read_text())["rollouts"]
     hh = r["healthy_horizon"]
@@ -317,7 +317,7 @@ def test_a_distilled_one_step_student_closes_most_of_the_gap_to_its_four_step_te
     step (600 iterations, about a minute), the student is 1.4 levels from them: it closes 77% of
     the gap (a student of 1 iteration, the teacher's copy: none of it). Its long sessions are
     not asserted: this 0.2 M-parameter student leaves the healthy band at 100 to 300 steps (by
-    colour) where its teacher holds 2,000; the demo's student holds 10,000 (README)."""
+    colour) where its teacher holds 2,000; the demo's student holds 10,000 (docs/distill.md)."""
     train_cli("--config", "configs/tiny.yaml", "--data", str(block_store), f"out_dir={tmp_path}",
               "train.steps=2400", "train.batch_size=16", "train.eval_every=100000", "train.sample_every=0",
               "train.save_every=100000", "optim.lr=0.002", "sampler.steps=4", "train.threads=1", timeout=900)

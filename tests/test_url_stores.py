@@ -57,7 +57,7 @@ def test_a_url_with_nothing_there_is_named():
 def test_a_file_url_builds_and_trains_exactly_like_its_local_path(tmp_path, block_store):
     url = f"file://{block_store}"
     for name, src in (("local", str(block_store)), ("url", url)):
-        run_cli("-m", "dataset", "build", src, "--size", "8x8", "--out", str(tmp_path / f"{name}.zarr"))
+        run_cli("-m", "dreamcade", "data", "build", src, "--size", "8x8", "--out", str(tmp_path / f"{name}.zarr"))
         run_cli("train.py", "--config", "configs/tiny.yaml", "--data", src, f"out_dir={tmp_path}", f"name={name}",
                 "train.steps=6", "train.batch_size=4", "train.threads=1", "train.eval_every=0",
                 "train.sample_every=0", "train.save_every=0", "--quiet")

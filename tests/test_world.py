@@ -198,7 +198,7 @@ def test_clips_of_the_window_and_of_a_saved_session(run, tmp_path):
     assert len(hud) == 20 and hud.shape[1] > 64  # the HUD lines under the game
 
     out = tmp_path / "session.gif"
-    said = run_cli("-m", "eval", "video", str(session), "--out", str(out), "--scale", "2").stdout
+    said = run_cli("-m", "dreamcade", "eval", "video", str(session), "--out", str(out), "--scale", "2").stdout
     assert f"wrote {out}: {len(frames)} frames" in said
     big = frames.repeat(2, axis=1).repeat(2, axis=2)
     kept = [0] + [i for i in range(1, len(big)) if not np.array_equal(big[i], big[i - 1])]
@@ -206,7 +206,7 @@ def test_clips_of_the_window_and_of_a_saved_session(run, tmp_path):
     run_cli("-m", "dreamcade", "eval", "video", str(session), "--out", str(tmp_path / "s.mp4"), "--frames", "7")
     assert len(iio.imread(tmp_path / "s.mp4", plugin="pyav")) == 7
     for args, says in (([str(out)], "already exists"), ([str(tmp_path / "x.avi")], "a .mp4 or a .gif")):
-        proc = run_cli("-m", "eval", "video", str(session), "--out", *args, check=False)
+        proc = run_cli("-m", "dreamcade", "eval", "video", str(session), "--out", *args, check=False)
         assert proc.returncode == 2 and says in proc.stderr
     proc = run_cli(*play, "--video", str(gif), env={"SDL_VIDEODRIVER": "dummy"}, check=False)
     assert proc.returncode == 2 and "already exists" in proc.stderr
