@@ -40,7 +40,7 @@ def build(preset: str, device: torch.device, precision: str, channels_last: bool
           overrides: list[str] | None = None):
     cfg = load_config(f"configs/{preset}.yaml", overrides or [])
     torch.manual_seed(0)
-    model = Denoiser(cfg.model, cfg.diffusion, ATARI, cfg.data.context)
+    model = Denoiser.build(cfg.model, cfg.diffusion, ATARI, cfg.data.context, (SIZES[preset], SIZES[preset]))
     return configure(model, device, precision, channels_last, compile), cfg
 
 
@@ -203,7 +203,7 @@ def main() -> None:
                  "ms": args.batch / rate * 1000, "per_s": rate})
     for preset in ("atari-64", "demo"):
         cfg = load_config(f"configs/{preset}.yaml")
-        n = sum(p.numel() for p in Denoiser(cfg.model, cfg.diffusion, ATARI, cfg.data.context).parameters())
+        n = sum(p.numel() for p in Denoiser.build(cfg.model, cfg.diffusion, ATARI, cfg.data.context, None).parameters())
         rows.append({"preset": preset, "measure": "parameters", "switches": "", "ms": None, "per_s": n / 1e6})
     report(f"model-{dev.type}", rows, ["preset", "measure", "switches", "ms", "per_s"])
 

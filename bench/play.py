@@ -24,7 +24,7 @@ import torch  # noqa: E402
 
 from bench.common import report  # noqa: E402
 from dreamcade.dataset import Control, ControlSpec, StoreWriter  # noqa: E402
-from dreamcade.files.checkpoint import export_model  # noqa: E402
+from dreamcade.files.checkpoint import save_model  # noqa: E402
 from dreamcade.files.config_file import load_config  # noqa: E402
 from dreamcade.model.denoiser import Denoiser  # noqa: E402
 
@@ -39,8 +39,8 @@ def make_checkpoint(preset: str, folder: Path) -> tuple[Path, Path]:
     torch.manual_seed(0)
     run = folder / preset
     run.mkdir()
-    export_model(run / "model.safetensors", Denoiser(cfg.model, cfg.diffusion, SPEC, cfg.data.context), cfg, 0)
     s = SIZES[preset]
+    save_model(run, Denoiser.build(cfg.model, cfg.diffusion, SPEC, cfg.data.context, (s, s)), cfg, 0)
     store = folder / f"{preset}.zarr"
     with StoreWriter(store, spec=SPEC, fps=15, frame_size=(s, s), source={"kind": "bench"}) as w:
         for t in range(64):

@@ -388,6 +388,24 @@ class Output:
                             f"it is and the new {self.what} was removed. Choose another {self.option}")
 
 
+def replace_folder(tmp: Path, target: Path) -> None:
+    """Move the complete folder `tmp` to `target` in one step, over an old `target` (exchanged,
+    then removed) or where there was none: a process killed at any moment leaves the old folder or
+    the new one. For a writer's own sub-folder (a run's model/); user-facing outputs use Output."""
+    _fsync(tmp)
+    if target.exists():
+        if _rename2(tmp, target, _EXCHANGE):
+            _remove(tmp)
+        else:  # no renameat2 here: the old one steps aside first
+            old = target.with_name(f".{target.name}.old-{os.getpid()}")
+            os.rename(target, old)
+            os.rename(tmp, target)
+            _remove(old)
+    else:
+        os.rename(tmp, target)
+    _fsync(target.parent)
+
+
 def _rename2(a: Path, b: Path, flags: int) -> bool:
     """renameat2(a, b, flags); False where the system has no renameat2 or the filesystem lacks the
     flag. Raises FileExistsError (NOREPLACE onto something) and other OSErrors."""
@@ -405,6 +423,27 @@ def _rename2(a: Path, b: Path, flags: int) -> bool:
     if err in (errno.EEXIST, errno.ENOTEMPTY):
         raise FileExistsError(err, os.strerror(err), str(b))
     raise OSError(err, os.strerror(err), str(b))
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """Write a small file whole: a temporary beside it, fsynced, renamed over `path`, the folder
+    fsynced (a process killed at any moment leaves the old content or the new)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+    _fsync(path.parent)
+
+
+def fsync(path: Path) -> None:
+    """Flush a file or folder to the disk (nothing where the system cannot)."""
+    _fsync(path)
 
 
 def _fsync(path: Path) -> None:

@@ -1,10 +1,14 @@
 """Pixel conversions, one home for each: stored frames are uint8 [..., H, W, 3]; the model works
-on float32 [..., 3, H, W] in [-1, 1] (0 -> -1, 255 -> 1)."""
+on float32 [..., 3, H, W] in [-1, 1] (0 -> -1, 255 -> 1); the metrics on [0, 1] (a level is 1/255)."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+
+
+LEVEL = 2 / 255
+"""One 8-bit level in the model's [-1, 1] units."""
 
 
 def to_model(x: torch.Tensor) -> torch.Tensor:
@@ -28,6 +32,22 @@ def hwc_to_model(frames, device: torch.device | str = "cpu") -> torch.Tensor:
     if t.dtype != torch.uint8 or t.ndim < 3 or t.shape[-1] != 3:
         raise ValueError(f"frames must be uint8 [..., H, W, 3], got {t.dtype} {list(t.shape)}")
     return to_model(t.to(device).movedim(-1, -3))
+
+
+def to_unit(x: torch.Tensor) -> torch.Tensor:
+    """Frames as float32 in [0, 1] (the metrics' units), same layout: uint8 are divided by 255,
+    floats are taken as the model's [-1, 1]."""
+    if x.dtype == torch.uint8:
+        return x.float() / 255.0
+    return (x.float() + 1.0) / 2.0
+
+
+def hwc_to_unit(frames) -> torch.Tensor:
+    """uint8 [N, H, W, 3] (numpy or torch) -> float32 [N, 3, H, W] in [0, 1], on the CPU."""
+    t = torch.as_tensor(np.asarray(frames)) if not torch.is_tensor(frames) else frames
+    if t.dtype != torch.uint8 or t.ndim != 4 or t.shape[-1] != 3:
+        raise ValueError(f"frames must be uint8 [N, H, W, 3], got {t.dtype} {list(t.shape)}")
+    return to_unit(t.permute(0, 3, 1, 2))
 
 
 def model_to_hwc(x: torch.Tensor) -> torch.Tensor:

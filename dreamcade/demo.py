@@ -124,7 +124,7 @@ def demo(args: argparse.Namespace) -> int:
     resume = ["--resume"] if (run_dir / "checkpoints" / "latest").exists() else []
     stage("train", model_step(run_dir) == cfg.train.steps,
           ["-m", "dreamcade", "train", "--config", args.preset, "--data", str(train_store), *overrides, *resume])
-    stage("eval", newer(report / "metrics.json", run_dir / "model.safetensors"),
+    stage("eval", newer(report / "metrics.json", run_dir / "model" / "config.json"),
           ["-m", "dreamcade", "eval", "drift", "--checkpoint", str(run_dir), "--horizon", str(args.horizon),
            "--episodes", str(args.episodes), "--out", str(report), "--overwrite"])
     world = out / "world"
@@ -135,7 +135,7 @@ def demo(args: argparse.Namespace) -> int:
     times_file.write_text(json.dumps({**old, **times}, indent=2))
 
     videos = sorted((report / "videos").glob("episode_*.mp4"))
-    print(f"\nThe demo is ready.\n  checkpoint: {run_dir / 'model.safetensors'}\n  report:     {report / 'index.html'}")
+    print(f"\nThe demo is ready.\n  checkpoint: {run_dir}\n  report:     {report / 'index.html'}")
     if videos:
         print(f"  video:      {videos[0]}  (real | generated)")
     print(f"  world:      {world}  (to share: it plays with nothing else; its card is README.md)\n"

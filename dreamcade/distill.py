@@ -17,7 +17,7 @@ from dreamcade.training.settings import DistillSettings
 def parse_args(argv=None, prog: str = "dreamcade distill") -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=prog, description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--checkpoint", required=True, help="the teacher: a run folder (runs/<name>) or its model.safetensors")
+    p.add_argument("--checkpoint", required=True, help="the teacher: a run folder (runs/<name>)")
     p.add_argument("--name", help="the student's run name (default: <teacher>-<steps>step)")
     p.add_argument("--out-dir", default=None, help="folder of the student's run (default: the teacher run's folder)")
     add_options(p, DistillSettings)

@@ -12,7 +12,7 @@ from dreamcade.dataset.errors import boundary
 
 def parse_args(argv=None, prog: str = "dreamcade export") -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=prog, description=__doc__)
-    p.add_argument("run", help="a run folder (runs/<name>) or its model.safetensors")
+    p.add_argument("run", help="a run folder (runs/<name>)")
     p.add_argument("--out", required=True, help="the world folder to write")
     p.add_argument("--data", nargs="+", metavar="STORE", help="stores to take start contexts from "
                    "(default: the run's training stores, held-out episodes first)")

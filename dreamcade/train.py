@@ -2,7 +2,7 @@
 
 One GPU (or the CPU) as it is; several through `accelerate launch train.py ...`. Everything goes
 to runs/<name>/: stats.jsonl, config.yaml, samples/, checkpoints/ (full state, resumable with
---resume), model.safetensors (the EMA weights that play.py and eval load) and, at the end,
+--resume), model/ (the EMA weights that play and eval load) and, at the end,
 world/ (the same model as a world folder to share: `dreamcade export`).
 """
 

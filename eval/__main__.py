@@ -87,7 +87,7 @@ def parse_args(argv=None, prog: str = "dreamcade eval") -> argparse.Namespace:
     sub = p.add_subparsers(dest="command", required=True, metavar="{drift,sweep,video}")
     d = sub.add_parser("drift", help=SUBCOMMAND_HELP["drift"], description=textwrap.fill(SUBCOMMAND_HELP["drift"], 92),
                        epilog=DRIFT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    d.add_argument("--checkpoint", help="run folder (runs/<name>) or its model.safetensors")
+    d.add_argument("--checkpoint", help="a run folder (runs/<name>) or a world folder")
     d.add_argument("--session", nargs="+", metavar="STORE", default=[],
                    help="saved sessions to measure without ground truth (see below)")
     d.add_argument("--steps", type=int, help="sampler steps per frame, 1 to 10 (default: the checkpoint's sampler.steps)")
@@ -130,7 +130,7 @@ def check_data(stores: list[str], model: Denoiser, cfg: Config, checkpoint: str)
             s.spec.check_same(model.spec, f"the data {p}", f"the model {checkpoint}")
         except SpecError as e:
             raise EvalError(str(e)) from None
-        check_frames(s, cfg, f"the model {checkpoint}")
+        check_frames(s, model, cfg, f"the model {checkpoint}")
 
 
 def resolve_device(args: argparse.Namespace) -> torch.device:

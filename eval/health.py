@@ -27,6 +27,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from dreamcade.dataset.pixels import hwc_to_unit
+
 LUMA = (0.299, 0.587, 0.114)  # ITU-R BT.601
 BINS = 16  # colour histogram bins per channel (256 levels / 16), for the drift score
 LEVELS = 256
@@ -34,18 +36,10 @@ LAPLACIAN = torch.tensor([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]])
 SHARPNESS_FLOOR = 0.05  # share of the real frames' sharpness below which a chunk counts as flat
 
 
-def _float(frames) -> torch.Tensor:
-    """uint8 [N, H, W, 3] (numpy or torch) -> float32 [N, 3, H, W] in [0, 1]."""
-    t = torch.as_tensor(np.asarray(frames)) if not torch.is_tensor(frames) else frames
-    if t.dtype != torch.uint8 or t.ndim != 4 or t.shape[-1] != 3:
-        raise ValueError(f"frames must be uint8 [N, H, W, 3], got {t.dtype} {list(t.shape)}")
-    return t.permute(0, 3, 1, 2).float() / 255.0
-
-
 def sharpness(frames) -> np.ndarray:
     """Variance of the Laplacian of the luma per frame, [N], in [0, 1] units squared, over the
     pixels whose 3x3 neighbourhood lies inside the frame. A 0/255 checkerboard scores 16."""
-    x = _float(frames)
+    x = hwc_to_unit(frames)
     luma = (x * torch.tensor(LUMA)[None, :, None, None]).sum(1, keepdim=True)  # [N, 1, H, W]
     lap = F.conv2d(luma, LAPLACIAN[None, None])  # [N, 1, H-2, W-2]
     return lap.flatten(1).var(1, unbiased=False).numpy().astype(np.float64)
@@ -54,7 +48,7 @@ def sharpness(frames) -> np.ndarray:
 def motion(frames) -> np.ndarray:
     """Mean absolute change of each frame from the one before, [N], in [0, 1] units; the first
     frame takes the second's value (a single frame: 0)."""
-    x = _float(frames)
+    x = hwc_to_unit(frames)
     if len(x) < 2:
         return np.zeros(len(x))
     d = (x[1:] - x[:-1]).abs().flatten(1).mean(1).double().numpy()
@@ -96,10 +90,10 @@ def nearest(frames, bank, batch: int = 512) -> tuple[np.ndarray, np.ndarray]:
     """RMSE (in [0, 1] units) of each frame to its nearest bank frame, and that frame's index:
     ([N] float64, [N] int64). The search uses |x|^2 + |b|^2 - 2 x.b; the returned distance is
     recomputed exactly for the chosen frame."""
-    b = _float(bank).flatten(1)  # [M, D]
+    b = hwc_to_unit(bank).flatten(1)  # [M, D]
     b2 = (b * b).sum(1)
     dist, index = [], []
-    for x in torch.split(_float(frames).flatten(1), batch):
+    for x in torch.split(hwc_to_unit(frames).flatten(1), batch):
         d2 = (x * x).sum(1, keepdim=True) + b2[None] - 2 * x @ b.T  # [n, M]
         i = d2.argmin(1)
         dist.append(((x - b[i]) ** 2).mean(1).sqrt())
@@ -130,7 +124,7 @@ class HealthReference:
         """From the bank and a sample of real held-out frames (both uint8 [N, H, W, 3])."""
         levels = level_distribution(bank)
         order = np.random.default_rng(seed).permutation(len(bank))
-        pairs = _float(bank[order]) - _float(bank[np.roll(order, len(bank) // 2)])  # never a frame with itself
+        pairs = hwc_to_unit(bank[order]) - hwc_to_unit(bank[np.roll(order, len(bank) // 2)])  # never a frame with itself
         return cls(bank, levels, float(sharpness(real).mean()), float(colour_distance(real, levels).mean()),
                    float(nearest(real, bank)[0].mean()), float(pairs.pow(2).flatten(1).mean(1).sqrt().mean()))
 

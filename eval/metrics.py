@@ -5,14 +5,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from dreamcade.dataset.pixels import to_unit as _unit
+
 PSNR_CAP = 100.0  # dB reported for identical images
-
-
-def _unit(x: torch.Tensor) -> torch.Tensor:
-    """Frames as float in [0, 1]: uint8 are divided by 255, floats are taken as [-1, 1]."""
-    if x.dtype == torch.uint8:
-        return x.float() / 255.0
-    return (x.float() + 1.0) / 2.0
 
 
 def mse(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from dreamcade.eval.health import FrameHealth, HealthBand, HealthReference
-from dreamcade.eval.metrics import PSNR_CAP, psnr_from_mse
+from dreamcade.eval.metrics import psnr_from_mse
 from dreamcade.eval.results import Reference, Rollouts, SessionResult
 from dreamcade.eval.settings import DriftSettings
 
@@ -66,7 +66,7 @@ def pooled_per_step(psnrs: np.ndarray) -> np.ndarray:
     (capped at 100 dB) cannot lift it."""
     ok = np.isfinite(psnrs)
     err = np.where(ok, 10.0 ** (-np.where(ok, psnrs, 0) / 10), 0).sum(0) / np.maximum(ok.sum(0), 1)
-    return np.where(ok.any(0), (10 * np.log10(1 / np.maximum(err, 1e-30))).clip(max=PSNR_CAP), np.nan)
+    return np.where(ok.any(0), psnr_from_mse(torch.from_numpy(err)).numpy(), np.nan)
 
 
 def curve(values: np.ndarray, metric: str) -> np.ndarray:

@@ -1,31 +1,75 @@
 """The preconditioned denoiser D(x; sigma, context, actions) around the network F, and its
-training loss with context noise augmentation. Sampling it into frames: model/sampler.py."""
+training loss with context noise augmentation. Sampling it into frames: model/sampler.py.
+
+The denoiser is a diffusers model (ModelMixin, ConfigMixin): its registered arguments are flat,
+the network's and the diffusion's settings (model.* and diffusion.* of the run config), the
+context length, the control spec and the frame size it was trained at, so a saved model folder
+(config.json + diffusion_pytorch_model.safetensors) says everything needed to rebuild it, and
+`Denoiser.from_pretrained(FOLDER/model)` loads it as any diffusers model."""
 
 from __future__ import annotations
 
 import contextlib
+import inspect
+from dataclasses import asdict, fields
 
 import torch
-from torch import nn
+from diffusers import ConfigMixin, ModelMixin
+from diffusers.configuration_utils import register_to_config
 
 from dreamcade.dataset.batch import Batch
 from dreamcade.dataset.controls import ControlSpec
+from dreamcade.dataset.pixels import LEVEL
 from dreamcade.model import edm
 from dreamcade.model.conditioning import Conditioner
-from dreamcade.model.config import DiffusionConfig, NetworkConfig
+from dreamcade.model.config import ConfigError, DiffusionConfig, NetworkConfig
 from dreamcade.model.unet import UNet
 
+NETWORK = tuple(f.name for f in fields(NetworkConfig))
+DIFFUSION = tuple(f.name for f in fields(DiffusionConfig))
 
-class Denoiser(nn.Module):
+
+class Denoiser(ModelMixin, ConfigMixin):
     """D(x; sigma) = c_skip x + c_out F(c_in x, c_noise, cond) (Karras et al. 2022, Eq. 7), with
     the L past frames concatenated to F's input on channels."""
 
-    def __init__(self, net: NetworkConfig, diffusion: DiffusionConfig, spec: ControlSpec, context: int) -> None:
+    config_name = "config.json"
+
+    @register_to_config
+    def __init__(self, *, frame_size: list[int] | None, control_spec: dict, context: int,
+                 channels: list[int], blocks: int, attention_levels: list[int], cond_dim: int, action_dim: int,
+                 groups: int, sigma_data: float, p_mean: float, p_std: float, sigma_min: float, sigma_max: float,
+                 offset_noise: float, residual: bool, context_noise_max: float, motion_weight: float) -> None:
         super().__init__()
-        self.spec, self.context, self.cfg = spec, context, diffusion
+        args = locals()
+        net = NetworkConfig(**{k: args[k] for k in NETWORK})
+        self.diffusion = DiffusionConfig(**{k: args[k] for k in DIFFUSION})
+        net.check()
+        self.diffusion.check()
+        if frame_size is not None and not (isinstance(frame_size, (list, tuple)) and len(frame_size) == 2
+                                           and all(isinstance(x, int) and x > 0 for x in frame_size)):
+            raise ConfigError(f"frame_size {frame_size!r}: [height, width] in pixels")
+        if not isinstance(context, int) or context < 1:
+            raise ConfigError(f"context {context!r}: the past frames the model sees, at least 1")
+        self.spec = ControlSpec.from_dict(control_spec, where="control_spec")
+        self.context = context
+        self.frame_size = None if frame_size is None else (int(frame_size[0]), int(frame_size[1]))
+        """(height, width) of the frames it was trained on; None only for a model of format 1."""
         self.net = UNet(3 * (context + 1), 3, net)
-        self.cond = Conditioner(spec, context, net.action_dim, net.cond_dim)
+        self.cond = Conditioner(self.spec, context, net.action_dim, net.cond_dim)
         self.autocast_dtype: torch.dtype | None = None  # bf16 on CUDA, set by the caller
+
+    @classmethod
+    def build(cls, net: NetworkConfig, diffusion: DiffusionConfig, spec: ControlSpec, context: int,
+              frame_size: tuple[int, int] | None) -> Denoiser:
+        """A new denoiser for frames of `frame_size` (height, width) from a run's config sections."""
+        size = None if frame_size is None else [int(frame_size[0]), int(frame_size[1])]
+        return cls(frame_size=size, control_spec=spec.to_dict(), context=context, **asdict(net), **asdict(diffusion))
+
+    @classmethod
+    def init_keys(cls) -> list[str]:
+        """The names of the registered arguments (config.json's keys besides the private ones)."""
+        return [name for name in inspect.signature(cls.__init__).parameters if name != "self"]
 
     def compile_network(self, mode: str | None = None) -> None:
         """Run F through torch.compile (mode "reduce-overhead" adds CUDA graphs). The compiled
@@ -41,7 +85,7 @@ class Denoiser(nn.Module):
               actions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """F's output for noisy x [B, 3, H, W] at sigma [B], in float32."""
         b, steps, c, h, w = context.shape
-        sd = self.cfg.sigma_data
+        sd = self.diffusion.sigma_data
         s = sigma[:, None, None, None]
         inp = torch.cat([edm.c_in(s, sd) * x, context.reshape(b, steps * c, h, w)], dim=1)  # [B, 3(L+1), H, W]
         cond = self.cond(edm.c_noise(sigma), ctx_sigma, actions, mask)
@@ -54,7 +98,7 @@ class Denoiser(nn.Module):
                 actions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """D: the denoised estimate of the next frame, [B, 3, H, W] in [-1, 1] units."""
         s = sigma[:, None, None, None]
-        sd = self.cfg.sigma_data
+        sd = self.diffusion.sigma_data
         return edm.c_skip(s, sd) * x + edm.c_out(s, sd) * self.inner(x, sigma, context, ctx_sigma, actions, mask)
 
     def loss(self, batch: Batch, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -64,7 +108,7 @@ class Denoiser(nn.Module):
         exactly."""
         frames = batch.frames_float()  # [B, L+1, 3, H, W]
         b, L = frames.shape[0], self.context
-        cfg, dev = self.cfg, frames.device
+        cfg, dev = self.diffusion, frames.device
         sigma = edm.sample_sigmas(b, cfg.p_mean, cfg.p_std, cfg.sigma_min, cfg.sigma_max, dev, generator)
         noise = torch.randn(frames[:, L].shape, device=dev, generator=generator)
         if cfg.offset_noise > 0:
@@ -83,8 +127,8 @@ class Denoiser(nn.Module):
     def motion_weights(self, last: torch.Tensor, nxt: torch.Tensor) -> torch.Tensor:
         """Per-pixel loss weights [B, 1, H, W]: 1 + diffusion.motion_weight where any channel
         changed by more than 4 of 255 levels from the (clean) last frame to the next."""
-        moved = ((nxt - last).abs().amax(dim=1, keepdim=True) > 2 * 4 / 255).float()
-        return 1 + self.cfg.motion_weight * moved
+        moved = ((nxt - last).abs().amax(dim=1, keepdim=True) > 4 * LEVEL).float()
+        return 1 + self.diffusion.motion_weight * moved
 
     def noisy_context(self, context: torch.Tensor, generator: torch.Generator | None = None,
                       level: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -93,7 +137,7 @@ class Denoiser(nn.Module):
         the given `level` (generating); returns them and the levels [B] the network is told."""
         b, dev = context.shape[0], context.device
         if level is None:
-            top = self.cfg.context_noise_max
+            top = self.diffusion.context_noise_max
             ctx_sigma = torch.rand(b, device=dev, generator=generator) * top if top > 0 else torch.zeros(b, device=dev)
         else:
             ctx_sigma = torch.full((b,), float(level), device=dev)
@@ -107,4 +151,4 @@ class Denoiser(nn.Module):
         context noise included (residual), or 0. Taken against a clean frame instead, the network
         would never learn to correct its base, and every artifact of a generated frame would be
         carried forward into the next (a random walk)."""
-        return context[:, -1] if self.cfg.residual else torch.zeros_like(context[:, -1])
+        return context[:, -1] if self.diffusion.residual else torch.zeros_like(context[:, -1])

@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch
 
-from dreamcade.dataset.pixels import quantize
+from dreamcade.dataset.pixels import LEVEL, quantize
 from dreamcade.model import edm
 from dreamcade.model.config import SamplerConfig, context_noise_used
 
@@ -61,7 +61,7 @@ def next_frame(denoiser, context: torch.Tensor, actions: torch.Tensor, mask: tor
     b, L, c, h, w = context.shape
     dev = context.device
     mask = torch.ones(b, L, dtype=torch.bool, device=dev) if mask is None else mask
-    level = context_noise_used(sampler.context_noise, denoiser.cfg.context_noise_max)
+    level = context_noise_used(sampler.context_noise, denoiser.diffusion.context_noise_max)
     sigmas = schedule(sampler, dev)
     noise = torch.randn((b, c, h, w), device=dev, generator=generator)
     last = context[:, -1]
@@ -77,4 +77,4 @@ def hold(frame: torch.Tensor, last: torch.Tensor, levels: float) -> torch.Tensor
     `last`'s value: changes smaller than that are taken as sampling error, not as change."""
     if levels <= 0:
         return frame
-    return torch.where((frame - last).abs() <= levels / 127.5 + 1e-6, last, frame)
+    return torch.where((frame - last).abs() <= levels * LEVEL + 1e-6, last, frame)

@@ -44,7 +44,7 @@ def parse_args(argv=None, prog: str = "dreamcade play") -> argparse.Namespace:
         "noise, frame count, and a health\nfigure (sharpness of the generated frames over that of "
         "the real data: 1 is like the\ndata; below 0.5 or above 2 it warns that the frames are going bad).")
     p.add_argument("--checkpoint", required=True, help="a world folder (dreamcade export), a run folder "
-                   "(runs/<name>) or its model.safetensors")
+                   "(runs/<name>)")
     p.add_argument("--data", default=None, metavar="STORE", help="store to take the first real frames "
                    "from (default: a world's own starts, or a run's validation episodes)")
     p.add_argument("--episode", type=int, default=None, metavar="N",
@@ -146,7 +146,7 @@ def build_player(args: argparse.Namespace, outputs: Outputs) -> Player:
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     start = args.data or (cfg.data.stores[0] if "world" in meta and cfg.data.stores else None)  # a world: all of its starts
     contexts = Contexts.load(start, spec, cfg.data.context, cfg.data.stores, cfg.data.val_fraction, seed)
-    check_frames(contexts.first, cfg)
+    check_frames(contexts.first, model, cfg)
     env = WorldModelEnv(model, sampler, device, seed)
     try:
         live = LiveInput(spec, keymap, on_change=lambda text: print(f"play: {text}", file=sys.stderr))

@@ -29,7 +29,7 @@ class Health:
         real_health = FrameHealth(s, c, np.zeros(len(real)), np.zeros((len(real), 3, 1)), motion(real))
         self.band = HealthBand.build([real_health], window, FIGURES)
         self.recent = {k: deque(maxlen=window) for k in FIGURES}
-        self.previous: np.ndarray | None = None
+        self.previous: np.ndarray | None = None  # the last frame, [1, H, W, 3]
         self.value: float | None = None
         self.out: tuple[str, str] | None = None
 
@@ -43,9 +43,9 @@ class Health:
         f = np.asarray(frame)[None]
         self.recent["sharpness"].append(float(sharpness(f)[0]))
         self.recent["colour_distance"].append(float(colour_distance(f, self.levels)[0]))
-        if self.previous is not None:
-            self.recent["motion"].append(float(np.abs(f[0].astype(np.int16) - self.previous).mean()) / 255)
-        self.previous = f[0].astype(np.int16)
+        if self.previous is not None:  # eval's motion of the frame after the one before
+            self.recent["motion"].append(float(motion(np.concatenate([self.previous, f]))[1]))
+        self.previous = f
         means = {k: float(np.mean(d)) for k, d in self.recent.items() if d}
         self.out = next(((k, side) for k in FIGURES if k in means
                          if (side := self.band.leaves(k, means[k]))), None)

@@ -159,7 +159,7 @@ class Player:
         elif name in ("steps_down", "steps_up"):
             s.steps = int(np.clip(s.steps + (1 if name == "steps_up" else -1), *STEPS))
         elif name in ("noise_down", "noise_up"):
-            top = self.env.model.cfg.context_noise_max
+            top = self.env.model.diffusion.context_noise_max
             change = NOISE_STEP if name == "noise_up" else -NOISE_STEP
             s.context_noise = round(context_noise_used(s.context_noise + change, top), 3)
         elif name == "save":

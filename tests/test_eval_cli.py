@@ -15,7 +15,7 @@ from dreamcade.dataset import StoreWriter, open_store
 from dreamcade.eval import EvalError
 from dreamcade.eval.__main__ import parse_args
 from dreamcade.eval.settings import DriftSettings, add_options
-from dreamcade.files.checkpoint import export_model, load_model
+from dreamcade.files.checkpoint import load_model, save_model
 from dreamcade.model.world_env import WorldModelEnv
 
 SMALL = ["--horizon", "20", "--episodes", "2", "--idm-steps", "30", "--windows", "64", "--bank", "200",
@@ -126,8 +126,7 @@ def test_user_mistakes_get_one_line_and_exit_2(breakout, tmp_path):
             "--out", str(block))
     model, cfg, _ = load_model(run)  # the same model, as if trained on a store that has moved since
     cfg.data.stores = [str(tmp_path / "moved.zarr")]
-    (tmp_path / "moved").mkdir()
-    export_model(tmp_path / "moved" / "model.safetensors", model, cfg, 4)
+    save_model(tmp_path / "moved", model, cfg, 4)
     cases = [
         (["--checkpoint", str(tmp_path / "nothere")], "no such checkpoint"),
         (["--checkpoint", str(tmp_path / "moved")], "moved.zarr: the checkpoint's training store is not there"),
@@ -244,7 +243,7 @@ def test_skip_damaged_and_the_health_window_run_end_to_end(breakout, tmp_path):
     proc = run_cli(*train, check=False)
     assert proc.returncode == 2 and str(chunk) in proc.stderr
     proc = run_cli(*train, "data.skip_damaged=true")
-    assert f"frames 0-{first.stop - 1}" in proc.stderr and (tmp_path / "tiny" / "model.safetensors").is_file()
+    assert f"frames 0-{first.stop - 1}" in proc.stderr and (tmp_path / "tiny" / "model" / "config.json").is_file()
 
 
 def test_the_steps_shown_are_the_decades_and_the_horizon():

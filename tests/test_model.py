@@ -1,5 +1,6 @@
 """The world model: EDM math, the network, the sampler, the env, config and checkpoints."""
 
+import json
 import math
 
 import numpy as np
@@ -9,7 +10,7 @@ import torch
 from dreamcade.dataset import Control, ControlSpec
 from dreamcade.dataset.batch import Batch
 from dreamcade.model import edm
-from dreamcade.files.checkpoint import CheckpointError, export_model, load_model
+from dreamcade.files.checkpoint import CheckpointError, load_model, save_model
 from dreamcade.model.config import Config, ConfigError
 from dreamcade.files.config_file import apply_override, load_config
 from dreamcade.model.denoiser import Denoiser
@@ -28,7 +29,7 @@ def tiny_cfg() -> Config:
 def make_model(seed: int = 0, cfg: Config | None = None) -> Denoiser:
     cfg = cfg or tiny_cfg()
     torch.manual_seed(seed)
-    return Denoiser(cfg.model, cfg.diffusion, SPEC, cfg.data.context)
+    return Denoiser.build(cfg.model, cfg.diffusion, SPEC, cfg.data.context, (16, 16))
 
 
 def randomize(model: Denoiser, seed: int = 0, std: float = 0.05) -> Denoiser:
@@ -170,7 +171,7 @@ def test_motion_weight_counts_the_pixels_that_change_more():
     nxt = last.clone()
     nxt[0, 1, 2, 3] = 0.5  # a moved pixel
     nxt[1, 0, 0, 0] = 2 * 3 / 255  # three levels: noise, not motion
-    model.cfg.motion_weight = 9.0
+    model.diffusion.motion_weight = 9.0
     w = model.motion_weights(last, nxt)
     assert w.shape == (2, 1, 4, 4)
     assert w[0, 0, 2, 3] == 10 and w.sum() == 2 * 16 + 9
@@ -252,7 +253,7 @@ def test_actions_change_the_output():
 def test_save_load_gives_the_same_output(tmp_path):
     cfg = tiny_cfg()
     model = randomize(make_model(cfg=cfg))
-    path = export_model(tmp_path / "model.safetensors", model, cfg, step=7)
+    save_model(tmp_path, model, cfg, step=7)
     loaded, cfg2, meta = load_model(tmp_path)
     assert meta["step"] == "7" and cfg2 == cfg and loaded.spec == SPEC
     b = random_batch()
@@ -263,12 +264,31 @@ def test_save_load_gives_the_same_output(tmp_path):
     assert torch.equal(out1, out2)
     other = ControlSpec((Control("jump"),))
     with pytest.raises(CheckpointError, match="control spec of the model .* differs from that of the data"):
-        load_model(path, expect_spec=other)
+        load_model(tmp_path, expect_spec=other)
+    assert loaded.frame_size == (16, 16) and json.loads((tmp_path / "model" / "config.json").read_text())[
+        "frame_size"] == [16, 16]  # the model says what it was trained on
     with pytest.raises(CheckpointError, match="no such checkpoint"):
         load_model(tmp_path / "nothing.safetensors")
     (tmp_path / "junk.safetensors").write_bytes(b"not a model")
     with pytest.raises(CheckpointError, match="junk.safetensors: not a safetensors file"):
         load_model(tmp_path / "junk.safetensors")
+
+
+def test_a_model_file_of_format_1_still_loads(tmp_path):
+    """Runs saved before the model folder (one model.safetensors, the config in its metadata, no
+    frame size) load to the same network; their frame size is then read from their data."""
+    from safetensors.torch import save_file
+
+    from dreamcade.files.config_file import to_dict
+
+    cfg = tiny_cfg()
+    model = randomize(make_model(cfg=cfg)).eval()
+    meta = {"format": "dreamcade.model", "format_version": "1", "config": json.dumps(to_dict(cfg)),
+            "control_spec": json.dumps(SPEC.to_dict()), "step": "3"}
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp_path / "model.safetensors"), meta)
+    loaded, cfg2, meta2 = load_model(tmp_path)
+    assert loaded.frame_size is None and cfg2 == cfg and meta2["step"] == "3"
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in loaded.state_dict().items())
 
 
 # -- the world-model env -------------------------------------------------------------------------
@@ -339,7 +359,7 @@ def test_config_refuses_unknown_keys_and_wrong_types(tmp_path):
 def test_presets_load_and_build(preset):
     cfg = load_config(f"configs/{preset}.yaml")
     spec = ControlSpec(tuple(Control(f"a{i}") for i in range(6)), exclusive=True)
-    model = Denoiser(cfg.model, cfg.diffusion, spec, cfg.data.context)
+    model = Denoiser.build(cfg.model, cfg.diffusion, spec, cfg.data.context, (64, 64))
     n = sum(p.numel() for p in model.parameters())
     expected = {"tiny": (1e4, 1e6), "demo": (2e5, 3e6), "atari-64": (4.0e6, 5.0e6), "screen-64": (8e6, 3e7)}
     lo, hi = expected[preset]
@@ -367,11 +387,12 @@ def test_the_sampler_under_torch_compile_on_the_cpu_gives_the_eager_frames():
     cfg = load_config("configs/tiny.yaml")
     spec = ControlSpec(tuple(Control(f"a{i}") for i in range(3)), exclusive=True)
     torch.manual_seed(0)
-    eager = Denoiser(cfg.model, cfg.diffusion, spec, cfg.data.context)
+    eager = Denoiser.build(cfg.model, cfg.diffusion, spec, cfg.data.context, (16, 16))
     with torch.no_grad():
         for p in eager.parameters():  # away from the zero-initialised output: frames that differ
             p.add_(torch.randn_like(p) * 0.05)
-    compiled = configure(Denoiser(cfg.model, cfg.diffusion, spec, cfg.data.context), torch.device("cpu"), compile=True)
+    compiled = configure(Denoiser.build(cfg.model, cfg.diffusion, spec, cfg.data.context, (16, 16)), torch.device("cpu"),
+                         compile=True)
     compiled.load_state_dict(eager.state_dict())
     eager = configure(eager, torch.device("cpu")).eval()
     compiled.eval()

@@ -67,7 +67,7 @@ def test_two_processes_split_every_step_and_one_writes(block_store, tmp_path):
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["latest", "step_00000020", "step_00000040"]
     state = json.loads((run / "checkpoints" / "step_00000040" / "state.json").read_text())
     assert state["processes"] == 2 and (run / "checkpoints" / "step_00000040" / "rng_rank1.safetensors").is_file()
-    assert (run / "model.safetensors").is_file() and (run / "world" / "config.json").is_file()
+    assert (run / "model" / "config.json").is_file() and (run / "world" / "world.json").is_file()
     loss = [s["train/loss"] for s in stats if "train/loss" in s]
     assert sum(loss[-5:]) / 5 < 0.8 * sum(loss[:5]) / 5, f"the loss falls: {loss}"
 
@@ -87,6 +87,6 @@ def test_a_killed_two_process_run_resumes_to_the_same_weights(block_store, tmp_p
     assert latest != "step_00000300", "killed before the end"
     out = two_processes(block_store, tmp_path / "killed", *common, resume=True)
     assert f"resuming from {tmp_path / 'killed' / 'tiny' / 'checkpoints' / latest}" in out.stderr
-    a = load_file(str(tmp_path / "whole" / "tiny" / "model.safetensors"))
-    b = load_file(str(tmp_path / "killed" / "tiny" / "model.safetensors"))
+    a = load_file(str(tmp_path / "whole" / "tiny" / "model" / "diffusion_pytorch_model.safetensors"))
+    b = load_file(str(tmp_path / "killed" / "tiny" / "model" / "diffusion_pytorch_model.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -270,13 +270,13 @@ def test_record_env_with_a_missing_module_is_one_line(tmp_path):
 # -- 12: model files ---------------------------------------------------------------------------------------------
 
 def test_model_files_are_readable_by_others_and_a_truncated_one_is_called_truncated(tmp_path):
-    from dreamcade.files.checkpoint import CheckpointError, export_model, load_model
+    from dreamcade.files.checkpoint import CheckpointError, load_model, save_model
     from dreamcade.files.config_file import load_config
     from dreamcade.model.denoiser import Denoiser
 
     cfg = load_config("configs/tiny.yaml", ["model.channels=[8,16]", "model.cond_dim=16", "model.action_dim=4"])
-    model = Denoiser(cfg.model, cfg.diffusion, SPEC, cfg.data.context)
-    path = export_model(tmp_path / "model.safetensors", model, cfg, 1)
+    model = Denoiser.build(cfg.model, cfg.diffusion, SPEC, cfg.data.context, (16, 16))
+    path = save_model(tmp_path, model, cfg, 1) / "diffusion_pytorch_model.safetensors"
     mask = os.umask(0)
     os.umask(mask)
     assert path.stat().st_mode & 0o777 == 0o666 & ~mask

@@ -367,31 +367,31 @@ def edited_world(lab, tmp_path, edit) -> Path:
 
 def set_config(key: str, value):
     def edit(w: Path):
-        raw = json.loads((w / "config.json").read_text())
+        raw = json.loads((w / "model" / "config.json").read_text())
         node = raw
         *path, last = key.split(".")
         for part in path:
             node = node[part]
         node[last] = value
-        (w / "config.json").write_text(json.dumps(raw))
+        (w / "model" / "config.json").write_text(json.dumps(raw))
     return edit
 
 
 def cut_spec(w: Path):
     """The control spec without its last control: a valid spec, but not the one the weights were made for."""
-    raw = json.loads((w / "config.json").read_text())
+    raw = json.loads((w / "model" / "config.json").read_text())
     raw["control_spec"]["controls"] = raw["control_spec"]["controls"][:-1]
-    (w / "config.json").write_text(json.dumps(raw))
+    (w / "model" / "config.json").write_text(json.dumps(raw))
 
 
 @pytest.mark.parametrize("edit, names", [
-    (set_config("config.sampler.steps", 0), ["config.json", "sampler.steps"]),
-    (set_config("config.sampler.hold_levels", -1), ["config.json", "sampler.hold_levels"]),
-    (set_config("config.sampler.context_noise", -0.5), ["config.json", "context_noise"]),
-    (set_config("config.model.channels", [32, 64]), ["diffusion_pytorch_model.safetensors", "does not fit"]),
+    (set_config("_dreamcade.config.sampler.steps", 0), ["config.json", "sampler.steps"]),
+    (set_config("_dreamcade.config.sampler.hold_levels", -1), ["config.json", "sampler.hold_levels"]),
+    (set_config("_dreamcade.config.sampler.context_noise", -0.5), ["config.json", "context_noise"]),
+    (set_config("channels", [32, 64]), ["diffusion_pytorch_model.safetensors", "does not fit"]),
     (cut_spec, ["diffusion_pytorch_model.safetensors", "does not fit"]),
-    (lambda w: (w / "config.json").write_text("[1, 2]"), ["config.json", "list"]),
-    (lambda w: (w / "config.json").unlink(), ["config.json", "missing from the world folder"]),
+    (lambda w: (w / "model" / "config.json").write_text("[1, 2]"), ["config.json", "list"]),
+    (lambda w: (w / "model" / "config.json").unlink(), ["config.json", "missing from the model folder"]),
     (lambda w: shutil.rmtree(w / "reference.zarr"), ["reference.zarr", "missing from the world folder"]),
 ], ids=["steps0", "hold-1", "noise-0.5", "channels", "spec-cut", "list", "no-config", "no-reference"])
 @pytest.mark.parametrize("command", ["play", "eval"])

@@ -22,7 +22,7 @@ from conftest import ROOT, run_cli
 from dreamcade.dataset import Control, ControlSpec, StoreWriter, open_store
 from dreamcade.dataset.__main__ import main as dataset_main
 from dreamcade.eval.health import sharpness
-from dreamcade.files.checkpoint import export_model, load_model
+from dreamcade.files.checkpoint import load_model, save_model
 from dreamcade.model.denoiser import Denoiser
 import dreamcade.play.__main__ as cli  # the entry point: parse_args, build, main
 from dreamcade.play.health_meter import Health
@@ -232,7 +232,7 @@ def test_hotkeys_steps_noise_pause_single_step_save_view_hud_and_screenshot(bloc
     done = drive(p, script)
     assert done == 22 - 4, "turns 8-11 were paused (turn 12 stepped once), Esc quit before turn 22's frame"
     assert seen["steps up"][0] == 10 and seen["steps down"][0] == 1
-    assert seen["noise up"][1] == pytest.approx(p.env.model.cfg.context_noise_max) and seen["noise down"][1] == 0
+    assert seen["noise up"][1] == pytest.approx(p.env.model.diffusion.context_noise_max) and seen["noise down"][1] == 0
     assert seen["paused"][2] == seen["still paused"][2] == 8 and seen["one step"][2] == 9
     assert seen["hud off, model only"][3] == (16 * 4, 16 * 4)
     assert seen["real only"][3] == (16 * 4, 16 * 4)
@@ -390,10 +390,10 @@ def test_missing_checkpoint_and_bad_data_are_clear_errors(block_run, device_run,
         mp.delenv("DISPLAY", raising=False)
         mp.delenv("WAYLAND_DISPLAY", raising=False)
         assert "no display to open the window on" in error("--checkpoint", run)
-    moved = tmp_path / "moved.safetensors"  # a checkpoint whose training data is elsewhere
+    moved = tmp_path / "moved"  # a checkpoint whose training data is elsewhere
     model, cfg, _ = load_model(run)
     cfg.data.stores = [str(tmp_path / "gone.zarr")]
-    export_model(moved, model, cfg, 4)
+    save_model(moved, model, cfg, 4)
     assert "pass --data STORE" in error("--checkpoint", str(moved))
     assert cli.main(["--checkpoint", str(moved), "--data", str(data), "--frames", "1",
                       "--save-dir", str(tmp_path)]) == 0
@@ -411,7 +411,7 @@ def test_a_spec_the_devices_cannot_fully_drive_plays_with_a_clear_message(block_
             (ControlSpec(tuple(Control(f"action_{i}") for i in range(3)), exclusive=True), "pass --keys")):
         folder = tmp_path / spec.names[0]
         folder.mkdir()
-        export_model(folder / "model.safetensors", Denoiser(cfg.model, cfg.diffusion, spec, L), cfg, 0)
+        save_model(folder, Denoiser.build(cfg.model, cfg.diffusion, spec, L, (16, 16)), cfg, 0)
         store = folder / "data.zarr"
         with StoreWriter(store, spec=spec, fps=15, frame_size=(16, 16), source={}) as w:
             for t in range(4):

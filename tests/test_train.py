@@ -33,7 +33,7 @@ def test_tiny_run_writes_every_artifact(tmp_path, block_store):
     train_cli("--config", "configs/tiny.yaml", "--data", str(block_store), f"out_dir={tmp_path}",
               "train.steps=20", "train.sample_every=10", "train.eval_every=10")
     run = tmp_path / "tiny"
-    assert (run / "config.yaml").is_file() and (run / "model.safetensors").is_file()
+    assert (run / "config.yaml").is_file() and (run / "model" / "config.json").is_file()
     stats = [json.loads(line) for line in (run / "stats.jsonl").read_text().splitlines()]
     train_rows = [r for r in stats if "train/loss" in r]
     val_rows = [r for r in stats if "val/loss" in r]
@@ -121,7 +121,7 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path, block_store)
     from dreamcade.model.denoiser import Denoiser
     from dreamcade.training.parts import make_optimizer
     cfg = load_config("configs/tiny.yaml", FAST)
-    fresh = Denoiser(cfg.model, cfg.diffusion, open_store(block_store).spec, cfg.data.context)
+    fresh = Denoiser.build(cfg.model, cfg.diffusion, open_store(block_store).spec, cfg.data.context, (16, 16))
     ema, opt = make_ema(fresh), make_optimizer(fresh, cfg)
     load_training_state(saved, fresh, ema, opt)
     assert all(torch.equal(v, ema_before[k]) for k, v in ema.state_dict().items())
@@ -134,8 +134,8 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path, block_store)
     stats = [json.loads(line) for line in (tmp_path / "killed" / "stats.jsonl").read_text().splitlines()]
     resumed_steps = [r["step"] for r in stats if "train/loss" in r and r["time"] >= t_resume]
     assert resumed_steps == list(range(step + 5, 301, 5)), "the resumed run logs from the step after its checkpoint"
-    a = load_file(str(tmp_path / "straight" / "model.safetensors"))
-    b = load_file(str(tmp_path / "killed" / "model.safetensors"))
+    a = load_file(str(tmp_path / "straight" / "model" / "diffusion_pytorch_model.safetensors"))
+    b = load_file(str(tmp_path / "killed" / "model" / "diffusion_pytorch_model.safetensors"))
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), f"{k} differs between the uninterrupted and the resumed run"
@@ -324,7 +324,7 @@ def test_a_distilled_one_step_student_closes_most_of_the_gap_to_its_four_step_te
     run_cli("-m", "dreamcade", "distill", "--checkpoint", str(tmp_path / "tiny"), "--steps", "1", "--iterations", "600",
             "--batch-size", "16", "--lr", "0.001", "--threads", "1", "--quiet", timeout=900)
     student_run = tmp_path / "tiny-1step"
-    assert {"model.safetensors", "config.yaml", "distill.json", "stats.jsonl", "world"} <= {
+    assert {"model", "config.yaml", "distill.json", "stats.jsonl", "world"} <= {
         p.name for p in student_run.iterdir()}
     teacher, tcfg, _ = load_model(tmp_path / "tiny")
     student, scfg, meta = load_model(student_run)
@@ -344,15 +344,14 @@ def test_a_distilled_one_step_student_closes_most_of_the_gap_to_its_four_step_te
 def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, block_store):
     """A few iterations from a random-init teacher (speed, not learning: the slow test above
     learns): the student's run folder loads like any run, with its steps and its origin."""
-    from dreamcade.files.checkpoint import export_model
+    from dreamcade.files.checkpoint import save_model
     from dreamcade.files.config_file import load_config
     from dreamcade.model.denoiser import Denoiser
 
     cfg = load_config("configs/tiny.yaml", ["sampler.steps=3", f"data.stores={json.dumps([str(block_store)])}"])
     teacher = tmp_path / "teacher"
-    teacher.mkdir()
     spec = open_store(block_store).spec
-    export_model(teacher / "model.safetensors", Denoiser(cfg.model, cfg.diffusion, spec, cfg.data.context), cfg, 7)
+    save_model(teacher, Denoiser.build(cfg.model, cfg.diffusion, spec, cfg.data.context, (16, 16)), cfg, 7)
     distill = lambda *a, check=True: run_cli("-m", "dreamcade", "distill", "--checkpoint", str(teacher), *a, "--quiet",
                                              check=check)
     proc = distill("--steps", "3", check=False)

@@ -63,7 +63,7 @@ def test_a_file_url_builds_and_trains_exactly_like_its_local_path(tmp_path, bloc
                 "train.sample_every=0", "train.save_every=0", "--quiet")
     built = [open_store(tmp_path / f"{n}.zarr") for n in ("local", "url")]
     assert np.array_equal(built[0].read_frames(), built[1].read_frames()) and len(built[0]) == 3000
-    weights = [load_file(tmp_path / n / "model.safetensors") for n in ("local", "url")]
+    weights = [load_file(tmp_path / n / "model" / "diffusion_pytorch_model.safetensors") for n in ("local", "url")]
     assert weights[0].keys() == weights[1].keys()
     assert all(np.array_equal(weights[0][k].numpy(), weights[1][k].numpy()) for k in weights[0])
     assert (tmp_path / "url" / "config.yaml").read_text().count(url) == 1  # kept as the URL, not made a path

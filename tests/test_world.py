@@ -62,19 +62,18 @@ def test_a_world_plays_and_is_evaluated_alone_and_never_unpickles(run, tmp_path,
     data.rename(hidden / "block.zarr")
     try:
         world = there / "world"
-        assert sorted(p.name for p in world.iterdir()) == ["README.md", "config.json",
-                                                           "diffusion_pytorch_model.safetensors", "reference.zarr",
-                                                           "world.json"]
-        from dreamcade.files.world import World
-        w = World.from_pretrained(str(world))  # the field's loader, as any diffusers model
-        assert w.config.step == 4 and w.denoiser.context == 2
+        assert sorted(p.name for p in world.iterdir()) == ["README.md", "model", "reference.zarr", "world.json"]
+        assert sorted(p.name for p in (world / "model").iterdir()) == ["config.json", "diffusion_pytorch_model.safetensors"]
+        from dreamcade.model.denoiser import Denoiser
+        w = Denoiser.from_pretrained(str(world), subfolder="model")  # the field's loader, as any diffusers model
+        assert w.config.context == 2 and w.frame_size == (16, 16)
         monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
         monkeypatch.chdir(tmp_path)
         import dreamcade.play.__main__ as play
         assert play.main(["--checkpoint", str(world), "--frames", "50", "--save", str(tmp_path / "s.zarr"),
                           "--seed", "0", "--threads", "1"]) == 0
         session = open_store(tmp_path / "s.zarr")
-        assert len(session) >= 50 and session.spec == w.denoiser.spec
+        assert len(session) >= 50 and session.spec == w.spec
         from dreamcade.eval.__main__ import main as eval_main
         assert eval_main(["drift", "--checkpoint", str(world), "--session", str(tmp_path / "s.zarr"),
                           "--out", str(tmp_path / "report"), *SMALL]) == 0
@@ -90,8 +89,9 @@ def test_the_world_folder_holds_what_it_says(run, tmp_path):
     run_dir, data = run
     world = tmp_path / "world"
     dreamcade("export", str(run_dir), "--out", str(world), "--episodes", "3", "--frames", "40")
-    cfg = json.loads((world / "config.json").read_text())
-    assert cfg["_class_name"] == "World" and cfg["step"] == 4 and cfg["config"]["data"]["context"] == 2
+    cfg = json.loads((world / "model" / "config.json").read_text())
+    assert cfg["_class_name"] == "Denoiser" and cfg["context"] == 2 and cfg["frame_size"] == [16, 16]
+    assert cfg["_dreamcade"]["step"] == 4 and cfg["_dreamcade"]["config"]["data"]["context"] == 2
     assert cfg["control_spec"] == open_store(data).spec.to_dict()
     ref = open_store(world / "reference.zarr")
     assert len(ref.episodes()) == 3 and all(len(e) == 40 for e in ref.episodes())
@@ -118,7 +118,7 @@ def test_export_refuses_what_would_lose_or_mislead(run, tmp_path):
                       (run_dir.parent, "contains the input")):
         proc = in_process("export", str(run_dir), "--out", str(out), "--overwrite", check=False)
         assert proc.returncode == 2 and says in proc.stderr, proc.stderr
-    assert open_store(data).verify() == [] and (run_dir / "model.safetensors").is_file()
+    assert open_store(data).verify() == [] and (run_dir / "model" / "config.json").is_file()
     world = tmp_path / "world"
     in_process("export", str(run_dir), "--out", str(world))
     proc = in_process("export", str(run_dir), "--out", str(world), check=False)
@@ -136,7 +136,7 @@ def test_a_cut_short_world_is_called_so(run, tmp_path):
     run_dir, _ = run
     world = tmp_path / "world"
     in_process("export", str(run_dir), "--out", str(world))
-    weights = world / "diffusion_pytorch_model.safetensors"
+    weights = world / "model" / "diffusion_pytorch_model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-100])
     proc = run_cli("play.py", "--checkpoint", str(world), "--frames", "2", check=False,
                    env={"SDL_VIDEODRIVER": "dummy"})

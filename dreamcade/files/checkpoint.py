@@ -4,9 +4,11 @@
   `state.json` (step, config, RNG states). It is written to a temporary folder, fsynced, and
   renamed into place, then the `latest` pointer is replaced the same way: a killed run never
   leaves a half-written checkpoint where resuming looks. The newest `keep` are kept.
-- The slim model: `<run>/model.safetensors`, the EMA weights with the config and control spec in
-  its metadata, which play and eval load to rebuild the model.
-- A world folder (dreamcade.files.world) is what travels; dreamcade.files.inference loads it where it loads a run.
+- The model folder: `<run>/model/` and `<world>/model/` alike, diffusers' layout (config.json: the
+  denoiser's registered arguments, frame size and control spec included, and `_dreamcade`: the
+  run's config and step; diffusion_pytorch_model.safetensors: the EMA weights), which play and eval
+  load to rebuild the model. Format 1 (a run's model.safetensors, a world's `World` config) is read.
+- A world folder (dreamcade.files.world) is the model folder with start contexts and a card.
 """
 
 from __future__ import annotations
@@ -24,14 +26,20 @@ from safetensors.torch import load_file, safe_open, save_file
 
 from dreamcade.dataset.controls import ControlSpec, SpecError
 from dreamcade.dataset.errors import UserError
+from dreamcade.dataset.outputs import fsync, replace_folder, write_file
 from dreamcade.dataset.store import software_version
 from dreamcade.model.config import Config, ConfigError
 from dreamcade.files.config_file import from_dict, to_dict
 from dreamcade.model.denoiser import Denoiser
 
 MODEL_FORMAT = "dreamcade.model"
-MODEL_VERSION = 1
-MODEL_FILE = "model.safetensors"
+MODEL_VERSION = 2
+MODEL_DIR = "model"
+"""A run's and a world's model folder: FOLDER/model/{config.json, diffusion_pytorch_model.safetensors}."""
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "diffusion_pytorch_model.safetensors"
+LEGACY_FILE = "model.safetensors"
+"""Format 1: one safetensors file with the config and control spec in its metadata (still read)."""
 
 
 class CheckpointError(UserError):
@@ -39,28 +47,6 @@ class CheckpointError(UserError):
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
 
 def _save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str] | None = None) -> None:
     save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(path), metadata=metadata)
@@ -94,47 +80,119 @@ def check_complete(path: Path) -> None:
                               "the copy or download was cut short, so copy it again")
 
 
-# -- the slim model file -----------------------------------------------------------------------------
+# -- the model folder ---------------------------------------------------------------------------------
 
-def export_model(path: str | Path, model: Denoiser, cfg: Config, step: int, extra: dict[str, str] | None = None) -> Path:
-    """Write the slim safetensors model (weights of `model`, normally the EMA) atomically;
-    `extra`: more metadata (strings), e.g. how a distilled model was made."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    meta = {"format": MODEL_FORMAT, "format_version": str(MODEL_VERSION), "config": json.dumps(to_dict(cfg)),
-            "control_spec": json.dumps(model.spec.to_dict()), "step": str(step),
-            "software_version": software_version(), **(extra or {})}
+def save_model(folder: str | Path, model: Denoiser, cfg: Config, step: int, extra: dict[str, str] | None = None) -> Path:
+    """Write FOLDER/model whole (a run's and a world's alike): config.json, the denoiser's
+    registered arguments (diffusers' ConfigMixin) plus `_dreamcade` (format, step, the run's
+    config, software version, `extra`: more strings, e.g. how a distilled model was made), and
+    the weights of `model` (normally the EMA). Built beside it and swapped in: a killed process
+    leaves the old folder or the new one, never a mixture."""
+    folder = Path(folder)
+    target = folder / MODEL_DIR
+    tmp = folder / f".{MODEL_DIR}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
     try:
-        _save_tensors(model.state_dict(), tmp, meta)
+        _save_tensors(model.state_dict(), tmp / WEIGHTS_FILE, {"format": "pt"})
+        config = json.loads(model.to_json_string())
+        config["_dreamcade"] = {"format": MODEL_FORMAT, "format_version": MODEL_VERSION, "step": int(step),
+                                "config": to_dict(cfg), "software_version": software_version(), **(extra or {})}
+        write_file(tmp / CONFIG_FILE, (json.dumps(config, indent=1) + "\n").encode())
+        os.chmod(tmp, 0o777 & ~_umask())
+        replace_folder(tmp, target)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-    return path
+    return target
 
 
-def resolve_model_path(path: str | Path) -> Path:
-    """A run folder or a .safetensors file -> the model file, with a clear error."""
+def model_folder(path: str | Path) -> Path:
+    """Where the model of `path` is: a run or world folder's model/, a model folder itself, a
+    format-1 model.safetensors (or a folder holding one) or a format-1 world; CheckpointError else."""
     path = Path(path)
+    if path.is_file() and path.name == WEIGHTS_FILE:
+        path = path.parent
     if path.is_dir():
-        if (path / MODEL_FILE).is_file():
-            return path / MODEL_FILE
-        if (path / "config.json").is_file():
-            raise CheckpointError(f"{path}: a world folder, not a run; play or evaluate it, or load it with "
-                                  "dreamcade.files.world.load_world")
-        raise CheckpointError(f"{path}: no {MODEL_FILE} in this folder; train first "
-                              f"(`python train.py --config configs/demo.yaml`) or point at a run folder")
-    if not path.is_file():
-        raise CheckpointError(f"{path}: no such checkpoint; pass a run folder (runs/<name>) or its {MODEL_FILE}")
-    return path
+        for candidate in (path / MODEL_DIR, path):
+            if (candidate / CONFIG_FILE).is_file() or (candidate / WEIGHTS_FILE).is_file():
+                return candidate
+        if (path / LEGACY_FILE).is_file():
+            return path / LEGACY_FILE
+        raise CheckpointError(f"{path}: no model in this folder (no {MODEL_DIR}/{CONFIG_FILE}); train first "
+                              "(`dreamcade train --config demo --data STORE`) or point at a run or world folder")
+    if path.suffix == ".safetensors" and path.is_file():
+        return path
+    raise CheckpointError(f"{path}: no such checkpoint; pass a run folder (runs/<name>) or a world folder")
+
+
+def has_model(folder: str | Path) -> bool:
+    """A model folder (or a format-1 model file) is in `folder`."""
+    folder = Path(folder)
+    return (folder / MODEL_DIR / CONFIG_FILE).is_file() or (folder / LEGACY_FILE).is_file()
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu",
                expect_spec: ControlSpec | None = None) -> tuple[Denoiser, Config, dict]:
-    """Rebuild the model from a slim file (or a run folder); returns (model, config, metadata).
-    A world folder is loaded by dreamcade.files.world (and dreamcade.files.inference takes both)."""
-    path = resolve_model_path(path)
+    """Rebuild the model of a run folder, world folder or model folder; returns (model in eval
+    mode, the run's config, metadata: format, step, software_version and what was saved with it).
+    Everything is checked before it is used: CheckpointError names the file and the fix."""
+    where = model_folder(path)
+    if where.is_file():
+        model, cfg, meta = _load_format_1(where)
+    else:
+        model, cfg, meta = _load_folder(where)
+    check_spec(model.spec, expect_spec, path)
+    return model.to(device).eval(), cfg, meta
+
+
+def _load_folder(folder: Path) -> tuple[Denoiser, Config, dict]:
+    again = "save or export it again"
+    for name in (CONFIG_FILE, WEIGHTS_FILE):
+        if not (folder / name).is_file():
+            raise CheckpointError(f"{folder / name}: missing from the model folder; {again}")
+    weights, config = folder / WEIGHTS_FILE, folder / CONFIG_FILE
+    check_complete(weights)
+    try:
+        raw = json.loads(config.read_text())
+        if not isinstance(raw, dict):
+            raise ValueError(f"the file holds a {type(raw).__name__}, not a mapping")
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{config}: not readable JSON ({e}); {again}") from None
+    if raw.get("_class_name") == "World":
+        return _load_world_format_1(folder, raw)
+    ours = raw.get("_dreamcade")
+    if raw.get("_class_name") != Denoiser.__name__ or not isinstance(ours, dict) or ours.get("format") != MODEL_FORMAT:
+        raise CheckpointError(f"{config}: not a dreamcade model (its _class_name is {raw.get('_class_name')!r})")
+    if int(ours.get("format_version", 0)) > MODEL_VERSION:
+        raise CheckpointError(f"{config}: made by a newer dreamcade (model format {ours['format_version']}); upgrade")
+    try:
+        cfg = from_dict(Config, ours["config"], where=f"{config} _dreamcade.config")
+        cfg.check()
+        model = Denoiser(**{k: raw[k] for k in Denoiser.init_keys()})
+    except (ConfigError, SpecError, KeyError, ValueError, TypeError, AttributeError) as e:
+        raise CheckpointError(f"{config}: broken: {type(e).__name__}: {e}; {again}") from None
+    _load_weights(model, weights, f"{config}'s arguments")
+    meta = {k: v if isinstance(v, str) else json.dumps(v) for k, v in ours.items() if k != "config"}
+    meta["step"] = str(ours.get("step", 0))
+    return model, cfg, meta
+
+
+def _load_weights(model: Denoiser, weights: Path, against: str, prefix: str = "") -> None:
+    try:
+        tensors = load_file(str(weights))
+        model.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})
+    except (SafetensorError, OSError) as e:
+        raise CheckpointError(f"{weights}: not a readable safetensors file ({e})") from None
+    except RuntimeError as e:  # weights of another shape than the arguments say
+        lines = [x.strip() for x in str(e).strip().splitlines() if x.strip()]
+        detail = (lines[1] if len(lines) > 1 and lines[0].startswith("Error(s)") else lines[0] if lines else "")[:200]
+        raise CheckpointError(f"{weights}: does not fit {against} ({detail}); the file is damaged or was "
+                              "edited: save or export it again") from None
+
+
+def _load_format_1(path: Path) -> tuple[Denoiser, Config, dict]:
+    """A model.safetensors of format 1 (config and control spec in its metadata, no frame size)."""
     check_complete(path)
     try:
         with safe_open(str(path), framework="pt") as f:
@@ -143,22 +201,31 @@ def load_model(path: str | Path, device: str | torch.device = "cpu",
         raise CheckpointError(f"{path}: not a readable safetensors file ({e})") from None
     if meta.get("format") != MODEL_FORMAT:
         raise CheckpointError(f"{path}: not a dreamcade model (metadata 'format' is {meta.get('format')!r})")
-    if int(meta.get("format_version", 0)) > MODEL_VERSION:
-        raise CheckpointError(f"{path}: made by a newer dreamcade (model format {meta['format_version']}); upgrade")
+    if int(meta.get("format_version", 0)) > 1:
+        raise CheckpointError(f"{path}: a model file of format {meta['format_version']}; upgrade dreamcade")
     try:
         cfg = from_dict(Config, json.loads(meta["config"]), where=f"{path} config")
         cfg.check()
         spec = ControlSpec.from_dict(json.loads(meta["control_spec"]), where=f"{path} control_spec")
     except (ConfigError, SpecError, KeyError, ValueError, TypeError, AttributeError) as e:
         raise CheckpointError(f"{path}: broken metadata: {e}") from None
-    check_spec(spec, expect_spec, path)
-    model = Denoiser(cfg.model, cfg.diffusion, spec, cfg.data.context)
+    model = Denoiser.build(cfg.model, cfg.diffusion, spec, cfg.data.context, None)
+    _load_weights(model, path, "its own config")
+    return model, cfg, meta
+
+
+def _load_world_format_1(folder: Path, raw: dict) -> tuple[Denoiser, Config, dict]:
+    """A world folder of format 1: config.json of a `World` wrapping the denoiser (no frame size)."""
+    where = folder / CONFIG_FILE
     try:
-        model.load_state_dict(load_file(str(path)))
-    except RuntimeError as e:  # weights of another shape than the metadata's config and control spec
-        raise CheckpointError(f"{path}: its weights do not fit its own config ({str(e).strip().splitlines()[0][:200]}); "
-                              "the file is damaged or was edited: train or export it again") from None
-    return model.to(device).eval(), cfg, meta
+        cfg = from_dict(Config, raw["config"], where=f"{where} config")
+        cfg.check()
+        spec = ControlSpec.from_dict(raw["control_spec"], where=f"{where} control_spec")
+    except (ConfigError, SpecError, KeyError, ValueError, TypeError, AttributeError) as e:
+        raise CheckpointError(f"{where}: not a loadable world ({type(e).__name__}: {e}); export it again") from None
+    model = Denoiser.build(cfg.model, cfg.diffusion, spec, cfg.data.context, None)
+    _load_weights(model, folder / WEIGHTS_FILE, f"{where}", prefix="denoiser.")
+    return model, cfg, {"format": "dreamcade.world", "format_version": "1", "step": str(raw.get("step", 0))}
 
 
 def check_spec(spec: ControlSpec, expect: ControlSpec | None, path) -> None:
@@ -233,20 +300,16 @@ def save_training_state(run_dir: Path, step: int, model: torch.nn.Module, ema: t
             _save_tensors(tensors, tmp / ("rng.safetensors" if rank == 0 else f"rng_rank{rank}.safetensors"))
         state = {"step": step, "config": to_dict(cfg), "param_groups": groups, "rng": rngs[0][1],
                  "rng_ranks": [plain for _, plain in rngs[1:]], "processes": len(rngs), **extra}
-        _write_atomic(tmp / "state.json", json.dumps(state).encode())
-        _fsync_dir(tmp)
+        write_file(tmp / "state.json", json.dumps(state).encode())
+        fsync(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    final = ckpts / name
-    if final.exists():
-        shutil.rmtree(final)
-    os.rename(tmp, final)
-    _fsync_dir(ckpts)
-    _write_atomic(ckpts / "latest", name.encode())
+    replace_folder(tmp, ckpts / name)
+    write_file(ckpts / "latest", name.encode())
     for old in sorted(p for p in ckpts.glob("step_*") if p.is_dir())[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
-    return final
+    return ckpts / name
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dreamcade.dataset.store import Store, StoreError, open_store
 from dreamcade.model.config import Config
+from dreamcade.model.denoiser import Denoiser
 
 
 def training_store(cfg: Config) -> Store | None:
@@ -16,18 +17,21 @@ def training_store(cfg: Config) -> Store | None:
     return None
 
 
-def trained_frame_shape(cfg: Config) -> tuple[int, int, int] | None:
-    """(H, W, 3) of the frames the model was trained on, when one of its stores is here."""
+def trained_frame_size(model: Denoiser, cfg: Config) -> tuple[int, int] | None:
+    """(height, width) the model was trained on: its own record of it; for a model of format 1,
+    which has none, its training data's when that is here."""
+    if model.frame_size is not None:
+        return model.frame_size
     store = training_store(cfg)
-    return None if store is None else store.frame_shape
+    return None if store is None else store.frame_shape[:2]
 
 
-def check_frames(store: Store, cfg: Config, model_name: str = "the model") -> None:
-    """A store's frames must be the size the model was trained at (when its data is here to
-    tell) and divide by the UNet's downsampling; StoreError says which size to build."""
-    trained = trained_frame_shape(cfg)
-    if trained is not None and trained != store.frame_shape:
-        h, w = trained[:2]
+def check_frames(store: Store, model: Denoiser, cfg: Config, model_name: str = "the model") -> None:
+    """A store's frames must be the size the model was trained at and divide by the UNet's
+    downsampling; StoreError says which size to build."""
+    trained = trained_frame_size(model, cfg)
+    if trained is not None and tuple(trained) != store.frame_shape[:2]:
+        h, w = trained
         raise StoreError(f"{store.path}: frames are {store.width}x{store.height} but {model_name} was trained on "
                          f"{w}x{h}; build a store at that size (`dreamcade data build ... --size {w}x{h}`)")
     levels = 2 ** (len(cfg.model.channels) - 1)

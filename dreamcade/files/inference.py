@@ -9,6 +9,7 @@ import torch
 
 from dreamcade.dataset.controls import ControlSpec
 from dreamcade.files.checkpoint import check_spec, load_model
+from dreamcade.files.world import is_world, load_world
 from dreamcade.model.config import Config
 from dreamcade.model.denoiser import Denoiser
 from dreamcade.model.device import configure, resolve_device
@@ -23,9 +24,7 @@ def load_for_inference(path: str | Path, runtime: Runtime = Runtime(),
     file; DeviceError a device that is not here."""
     runtime.check()
     dev = resolve_device(runtime.device)
-    if is_world_folder(path):
-        from dreamcade.files.world import load_world  # diffusers is imported only for a world
-
+    if is_world(path):
         model, cfg, meta = load_world(path)
         check_spec(model.spec, expect_spec, path)
     else:
@@ -33,13 +32,3 @@ def load_for_inference(path: str | Path, runtime: Runtime = Runtime(),
     mode = "reduce-overhead" if runtime.compile and dev.type == "cuda" else None
     model = configure(model, dev, runtime.precision, runtime.channels_last, runtime.compile, mode)
     return model.eval(), cfg, meta, dev
-
-
-WORLD_FILES = ("config.json", "diffusion_pytorch_model.safetensors", "world.json", "reference.zarr")
-"""Files only a world folder holds (dreamcade.files.world): a folder with any of them loads as a world, so a
-damaged one is called a damaged world, not a run without model.safetensors."""
-
-
-def is_world_folder(path: str | Path) -> bool:
-    path = Path(path)
-    return path.is_dir() and not (path / "model.safetensors").exists() and any((path / f).exists() for f in WORLD_FILES)

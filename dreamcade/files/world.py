@@ -1,17 +1,19 @@
 """A world folder: a trained model that leaves the machine it was trained on.
 
     WORLD/
-      config.json                           diffusers ConfigMixin: the run's config, control spec, step
-      diffusion_pytorch_model.safetensors   the EMA weights (diffusers ModelMixin; never a pickle)
+      model/                                the model folder, as in a run (dreamcade.files.checkpoint):
+        config.json                         the denoiser's arguments (frame size, control spec, ...)
+                                            and the run's config and step
+        diffusion_pytorch_model.safetensors the EMA weights (never a pickle)
       reference.zarr/                       real episode starts (frames and actions) of the game: what
                                             play starts from and what health is measured against
       world.json                            where it came from: data, training, eval figures, commands
       README.md                             the model card
 
-`World` is the diffusers face of the model (`World.from_pretrained(WORLD)` works as for any
-diffusers model); play and eval take a world folder wherever they take a run folder
-(dreamcade.files.inference.load_for_inference). A loaded world's `data.stores` is its own reference store, so
-every path that reads "the checkpoint's training data" reads that instead.
+`Denoiser.from_pretrained(WORLD, subfolder="model")` loads the network as any diffusers model;
+play and eval take a world folder wherever they take a run folder
+(dreamcade.files.inference.load_for_inference). A loaded world's `data.stores` is its own
+reference store, so every path that reads "the checkpoint's training data" reads that instead.
 """
 
 from __future__ import annotations
@@ -22,57 +24,28 @@ import time
 from pathlib import Path
 
 import numpy as np
-from diffusers import ConfigMixin, ModelMixin
-from diffusers.configuration_utils import register_to_config
 
-from dreamcade.dataset.controls import ControlSpec, SpecError
 from dreamcade.dataset.store import Store, StoreError, StoreWriter, open_store, software_version, store_exists
-from dreamcade.files.checkpoint import CheckpointError, check_complete, load_model
-from dreamcade.model.config import Config, ConfigError
-from dreamcade.files.config_file import from_dict, to_dict
-from dreamcade.model.denoiser import Denoiser
+from dreamcade.files.checkpoint import CONFIG_FILE, MODEL_DIR, CheckpointError, load_model, save_model
 from dreamcade.files.frames import check_frames
+from dreamcade.model.config import Config
+from dreamcade.model.denoiser import Denoiser
 
 WORLD_FORMAT = "dreamcade.world"
-WORLD_VERSION = 1
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "diffusion_pytorch_model.safetensors"
+WORLD_VERSION = 2
 REFERENCE = "reference.zarr"
 INFO_FILE = "world.json"
 REFERENCE_BYTES = 24 << 20
 """The most raw frame bytes a reference store takes (compressed on disk it is a few MB at most)."""
 
 
-class World(ModelMixin, ConfigMixin):
-    """The denoiser with its config and control spec, in diffusers' save/load layout."""
-
-    config_name = CONFIG_FILE
-
-    @register_to_config
-    def __init__(self, config: dict, control_spec: dict, step: int = 0, format: str = WORLD_FORMAT,
-                 format_version: int = WORLD_VERSION) -> None:
-        super().__init__()
-        cfg, spec = parse(config, control_spec, CONFIG_FILE)
-        self.denoiser = Denoiser(cfg.model, cfg.diffusion, spec, cfg.data.context)
-
-
-def parse(config: dict, control_spec: dict, where: str) -> tuple[Config, ControlSpec]:
-    """The config and control spec of a world, checked as strictly as a run's (every rule)."""
-    for key, value in (("config", config), ("control_spec", control_spec)):
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: {key!r} must be a mapping, got {type(value).__name__}")
-    cfg = from_dict(Config, config, where=f"{where} config")
-    cfg.check()
-    return cfg, ControlSpec.from_dict(control_spec, where=f"{where} control_spec")
-
-
 def is_world(path: str | Path) -> bool:
-    """A folder with a config.json written for `World`."""
+    """A world folder: its world.json or reference store, or (format 1) a config.json written for `World`."""
     path = Path(path)
-    if not (path / CONFIG_FILE).is_file():
-        return False
+    if (path / INFO_FILE).is_file() or (path / REFERENCE).exists():
+        return True
     try:
-        return json.loads((path / CONFIG_FILE).read_text()).get("_class_name") == World.__name__
+        return json.loads((path / CONFIG_FILE).read_text()).get("_class_name") == "World"
     except (OSError, ValueError, AttributeError):
         return False
 
@@ -82,32 +55,14 @@ def load_world(path: str | Path) -> tuple[Denoiser, Config, dict]:
     store, metadata). CheckpointError names the file."""
     path = Path(path)
     again = f"export it again (`dreamcade export RUN --out {path}`)"
-    for name in (CONFIG_FILE, WEIGHTS_FILE, REFERENCE):
-        if not (path / name).exists():
-            raise CheckpointError(f"{path / name}: missing from the world folder; {again}")
-    weights = path / WEIGHTS_FILE
-    check_complete(weights)
-    try:
-        raw = json.loads((path / CONFIG_FILE).read_text())
-        if not isinstance(raw, dict):
-            raise ConfigError(f"the file holds a {type(raw).__name__}, not a mapping")
-        if int(raw.get("format_version", 0)) > WORLD_VERSION:
-            raise CheckpointError(f"{path / CONFIG_FILE}: made by a newer dreamcade (world format "
-                                  f"{raw['format_version']}); upgrade")
-        parse(raw["config"], raw["control_spec"], str(path / CONFIG_FILE))  # our message, not diffusers'
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder: never the network
-    except (ConfigError, SpecError, KeyError, TypeError, ValueError, OSError) as e:
-        raise CheckpointError(f"{path / CONFIG_FILE}: not a loadable world ({type(e).__name__}: "
-                              f"{str(e).splitlines()[0] if str(e) else ''}); {again}") from None
-    try:
-        world = World.from_pretrained(str(path), use_safetensors=True, low_cpu_mem_usage=False)
-    except (RuntimeError, ValueError, KeyError, OSError) as e:  # weights of another shape than config.json's
-        raise CheckpointError(f"{weights}: does not fit {CONFIG_FILE} ({type(e).__name__}: "
-                              f"{str(e).strip().splitlines()[0][:200]}); {again}") from None
-    cfg, _ = parse(world.config.config, world.config.control_spec, str(path / CONFIG_FILE))
+    if not (path / REFERENCE).exists():
+        raise CheckpointError(f"{path / REFERENCE}: missing from the world folder; {again}")
+    if not ((path / MODEL_DIR).is_dir() or (path / CONFIG_FILE).is_file()):
+        raise CheckpointError(f"{path / MODEL_DIR}: missing from the world folder; {again}")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder: never the network
+    model, cfg, meta = load_model(path)
     cfg.data.stores = [str((path / REFERENCE).resolve())]
-    meta = {"format": WORLD_FORMAT, "step": str(world.config.step), "world": str(path)}
-    return world.denoiser.eval(), cfg, meta
+    return model, cfg, {**meta, "world": str(path)}
 
 
 # -- export -------------------------------------------------------------------------------------------
@@ -201,13 +156,13 @@ def measured(checkpoint: dict, run: Path, step: int | None) -> bool:
     if not isinstance(path, str) or (step is not None and str(checkpoint.get("step")) != str(step)):
         return False
     run = run.resolve()
-    return local(path, "--report") in {run, run / "model.safetensors", run / "world"}
+    return local(path, "--report") in {run, run / MODEL_DIR, run / "model.safetensors", run / "world"}
 
 
 def export_world(run: str | Path, out: str | Path, data: list[str] | None = None, report: str | Path | None = None,
                  episodes: int = 8, frames_each: int = 500, command: str | None = None,
                  overwrite: bool = False) -> dict:
-    """Write the world folder of a run (its model.safetensors and training data, or `data`)
+    """Write the world folder of a run (its model and training data, or `data`)
     beside `out` and move it into place whole (dataset.outputs); returns world.json's content."""
     from dreamcade.dataset.outputs import Output
 
@@ -225,15 +180,17 @@ def export_world(run: str | Path, out: str | Path, data: list[str] | None = None
                     replaces=is_world)
     stores = [open_store(p, expect_spec=denoiser.spec) for p in paths]
     for s in stores:  # the start contexts must be frames the model was trained on
-        check_frames(s, cfg, f"the model {run}")
+        check_frames(s, denoiser, cfg, f"the model {run}")
     figures = report_summary(Path(report), run_dir, int(meta.get("step", 0))) if report else None
     with output as o:  # checked and locked here; in place only when complete
         tmp = o.path
         picked, which = reference_episodes(stores, cfg, episodes)
         ref = {**write_reference(tmp / REFERENCE, picked, frames_each), "which": which}
-        world = World(to_dict(cfg), denoiser.spec.to_dict(), int(meta.get("step", 0)))
-        world.denoiser.load_state_dict(denoiser.state_dict())
-        world.save_pretrained(str(tmp), safe_serialization=True)
+        if denoiser.frame_size is None:  # a model of format 1 learns its size from its data here
+            denoiser.register_to_config(frame_size=list(stores[0].frame_shape[:2]))
+            denoiser.frame_size = stores[0].frame_shape[:2]
+        save_model(tmp, denoiser, cfg, int(meta.get("step", 0)),
+                   {k: v for k, v in meta.items() if k == "distilled"})
         info = {"format": WORLD_FORMAT, "format_version": WORLD_VERSION, "name": cfg.name,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "software_version": software_version(),
                 "step": int(meta.get("step", 0)), "game": game_name(stores[0]),
@@ -312,5 +269,5 @@ def model_card(info: dict, cfg: Config) -> str:
     lines += ["```", "", "## Use", "", "```",
               "dreamcade play --checkpoint THIS_FOLDER", "dreamcade eval drift --checkpoint THIS_FOLDER --out report",
               "dreamcade eval drift --checkpoint THIS_FOLDER --session SESSION.zarr --out report", "```", "",
-              "In Python: `from dreamcade.files.world import World; World.from_pretrained(THIS_FOLDER).denoiser`.", ""]
+              "In Python: `from dreamcade.model.denoiser import Denoiser; Denoiser.from_pretrained(THIS_FOLDER, subfolder='model')`.", ""]
     return "\n".join(lines)

@@ -15,7 +15,7 @@ Iterative Generative Models"), with the gradient through every step of the stude
 Consistency distillation (Song et al. 2023) was measured against it on the demo and not kept
 (docs/distill.md has the table).
 
-The result is a run folder like train.py's: model.safetensors (the student, with its sampler
+The result is a run folder like train.py's: model/ (the student, with its sampler
 steps in its config and the distillation in its metadata), config.yaml, distill.json,
 stats.jsonl and world/; play, eval, bench and export load it like any other run.
 """
@@ -36,8 +36,9 @@ from tqdm import tqdm
 
 from dreamcade.dataset import make_loader
 from dreamcade.dataset.batch import Batch
-from dreamcade.files.checkpoint import check_spec, export_model, load_model
+from dreamcade.files.checkpoint import check_spec, has_model, load_model, save_model
 from dreamcade.model.config import Config, ConfigError
+from dreamcade.eval.metrics import mse, psnr_from_mse
 from dreamcade.files.config_file import to_dict
 from dreamcade.model.denoiser import Denoiser
 from dreamcade.model.device import configure, resolve_device
@@ -71,7 +72,7 @@ def distill_loss(teacher: Denoiser, student: Denoiser, batch: Batch, teacher_sam
     out = sample(lambda x, s: student(x, s, context, ctx_sigma, actions, mask), noise,
                  schedule(student_sampler, dev), student_sampler.method)
     err = (out - target) ** 2
-    if teacher.cfg.motion_weight > 0:
+    if teacher.diffusion.motion_weight > 0:
         err = err * teacher.motion_weights(frames[:, L - 1], frames[:, L])
     return err.mean()
 
@@ -81,14 +82,13 @@ def held_out_psnr(ds, predict, device: torch.device, windows: int = 256) -> floa
     """PSNR (dB, pooled) of predict(past frames, actions, mask) against the real next frames, on
     up to `windows` evenly spread windows of `ds`; frames in [-1, 1]."""
     idx = torch.linspace(0, len(ds) - 1, min(len(ds), windows)).long().tolist()
-    se, n = 0.0, 0
+    errors = []
     for i in range(0, len(idx), 64):
         batch = ds.__getitems__(idx[i:i + 64]).to(device)
         frames = batch.frames_float()
         gen = predict(frames[:, :-1], batch.actions[:, :-1], batch.mask[:, :-1])
-        se += ((gen - frames[:, -1]) * 127.5).pow(2).sum().item()
-        n += gen.numel()
-    return 10 * math.log10(255**2 / max(se / n, 1e-10))
+        errors.append(mse(gen, frames[:, -1]).cpu())
+    return float(psnr_from_mse(torch.cat(errors).mean()))
 
 
 def sampled(model: Denoiser, sampler, seed: int):
@@ -107,7 +107,7 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
     cfg = student_config(tcfg, name, out_dir, settings.steps)
     with run_output(cfg):  # checked and locked: a second distillation of this name is refused
         run_dir = cfg.run_dir
-        if (run_dir / "model.safetensors").exists():
+        if has_model(run_dir):
             raise ConfigError(f"{run_dir}: a run of this name exists; pass --name <new name> or remove it")
         iterations = settings.iterations or max(1, tcfg.train.steps // 7)
         batch_size = settings.batch_size or tcfg.train.batch_size
@@ -162,8 +162,8 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
                   f"teacher {figures['val/psnr_teacher']:.2f} dB", file=sys.stderr)
         logger.close()
         (run_dir / "distill.json").write_text(json.dumps(record, indent=1) + "\n")
-        export_model(run_dir / "model.safetensors", student, cfg, int(meta.get("step", 0)),
-                     extra={"distilled": json.dumps(record)})
-        print(f"done: {run_dir / 'model.safetensors'} ({record['minutes']} minutes)", file=sys.stderr)
+        save_model(run_dir, student, cfg, int(meta.get("step", 0)),
+                   extra={"distilled": json.dumps(record)})
+        print(f"done: {run_dir / 'model'} ({record['minutes']} minutes)", file=sys.stderr)
         write_world(run_dir)
     return run_dir

@@ -1,6 +1,6 @@
 """The training loop of `dreamcade train` (python train.py): one process or several through
 accelerate, with EMA, checkpoints every train.checkpoint_every steps, resume, validation figures,
-samples, and the run folder's model.safetensors and world/ at the end. Its parts (the data, the
+samples, and the run folder's model/ (at every checkpoint) and world/ at the end. Its parts (the data, the
 loss module, the optimizer and its schedule, the run folder, the log): dreamcade.training.parts."""
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
     run_dir.mkdir(parents=True, exist_ok=True)
     if main_proc:
         (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    denoiser = configure(Denoiser(cfg.model, cfg.diffusion, train_ds.spec, cfg.data.context), device,
+    denoiser = configure(Denoiser.build(cfg.model, cfg.diffusion, train_ds.spec, cfg.data.context,
+                                          train_ds.frame_shape[:2]), device,
                          t.precision, t.channels_last)
     ema, optimizer, step = make_ema(denoiser), make_optimizer(denoiser, cfg), 0
     if resume_from is not None:
@@ -127,7 +128,7 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
     accelerator.wait_for_everyone()
     accelerator.end_training()  # other processes leave here; the first writes the world
     if main_proc:
-        print(f"done: {run_dir / 'model.safetensors'} (step {step})", file=sys.stderr)
+        print(f"done: {run_dir / 'model'} (step {step})", file=sys.stderr)
         write_world(run_dir)
     return 0
 

@@ -18,7 +18,7 @@ from dreamcade.dataset.controls import ControlSpec
 from dreamcade.dataset.errors import UserError
 from dreamcade.dataset.outputs import Output, is_url
 from dreamcade.dataset.windows import AllDamagedError, NoEpisodesError
-from dreamcade.files.checkpoint import export_model, latest_checkpoint, save_training_state
+from dreamcade.files.checkpoint import has_model, latest_checkpoint, save_model, save_training_state
 from dreamcade.model.config import Config, ConfigError
 from dreamcade.files.config_file import to_dict
 from dreamcade.model.denoiser import Denoiser
@@ -65,8 +65,8 @@ def check_resume(checkpoint: Path, data: WindowDataset) -> None:
                          f"the checkpoint {checkpoint}")
 
 
-RUN_FILES = {"config.yaml", "stats.jsonl", "checkpoints", "model.safetensors", "samples", "world", "windows", "wandb",
-             "distill.json"}
+RUN_FILES = {"config.yaml", "stats.jsonl", "checkpoints", "model", "model.safetensors", "samples", "world", "windows",
+             "wandb", "distill.json"}
 """What a run folder holds; a folder with anything else is not a run, and train never writes into it."""
 
 
@@ -85,7 +85,7 @@ def run_output(cfg: Config) -> contextlib.AbstractContextManager:
 
 def is_run_folder(path: Path) -> bool:
     """A folder that holds nothing but what a run writes (or nothing), counting what a killed run
-    left of them: `.world.partial-PID`, `.world.lock`, `.model.safetensors.tmp-PID`."""
+    left of them: `.world.partial-PID`, `.world.lock`, `.model.tmp-PID`."""
     def made_by_a_run(name: str) -> bool:
         base = name.lstrip(".").split(".partial-")[0].split(".tmp-")[0].removesuffix(".lock")
         return name in RUN_FILES or (name.startswith(".") and base in RUN_FILES)
@@ -100,7 +100,7 @@ def prepare_run(cfg: Config, resume: bool) -> Path | None:
         if ckpt is None:
             raise ConfigError(f"{run_dir}: nothing to resume (no complete checkpoint); drop --resume to start")
         return ckpt
-    if ckpt is not None or (run_dir / "model.safetensors").exists():
+    if ckpt is not None or has_model(run_dir):
         raise ConfigError(f"{run_dir}: a run of this name exists; pass --resume to continue it, or "
                           f"name=<new name> to start another")
     return None
@@ -190,12 +190,12 @@ class Rate:
 
 def save_run(run_dir: Path, step: int, denoiser: Denoiser, ema: Denoiser, optimizer: torch.optim.Optimizer,
              cfg: Config, spec: ControlSpec, rngs: list[tuple[dict, dict]] | None = None) -> None:
-    """A full checkpoint (resumable; with every process's RNG state) and the slim
-    model.safetensors of the EMA weights."""
+    """A full checkpoint (resumable; with every process's RNG state) and the run's model folder
+    (<run>/model) of the EMA weights."""
     inner = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the optimizer
     save_training_state(run_dir, step, denoiser, ema, inner, cfg, {"control_spec": spec.to_dict()},
                         cfg.train.keep_checkpoints, rngs)
-    export_model(run_dir / "model.safetensors", ema, cfg, step)
+    save_model(run_dir, ema, cfg, step)
 
 
 def write_world(run_dir: Path) -> None:
