@@ -397,6 +397,10 @@ def test_missing_checkpoint_and_bad_data_are_clear_errors(block_run, device_run,
     assert "pass --data STORE" in error("--checkpoint", str(moved))
     assert cli.main(["--checkpoint", str(moved), "--data", str(data), "--frames", "1",
                       "--save-dir", str(tmp_path)]) == 0
+    # the model knows its own frame size: with its training data gone, a store of another size is
+    # still refused, not played (a model that records no size let it through)
+    capsys.readouterr()
+    assert "--size 16x16" in error("--checkpoint", str(moved), "--data", str(big))
 
 
 def test_a_spec_the_devices_cannot_fully_drive_plays_with_a_clear_message(block_run, device_run, tmp_path, capsys):
