@@ -22,6 +22,7 @@ def parse_args(argv=None, prog: str = "dreamcade distill") -> argparse.Namespace
     p.add_argument("--out-dir", default=None, help="folder of the student's run (default: the teacher run's folder)")
     add_options(p, DistillSettings)
     Runtime.add_options(p, only=("device", "threads"))
+    p.add_argument("--resume", action="store_true", help="continue the student's run from its latest checkpoint")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p.parse_args(argv)
 
@@ -37,10 +38,10 @@ def main(argv=None, prog: str = "dreamcade distill") -> int:
         from dreamcade.training.distill import distill
 
         distill(args.checkpoint, DistillSettings.from_args(args), name, out_dir, Runtime.from_args(args),
-                progress=not args.quiet)
+                progress=not args.quiet, resume=args.resume)
         return 0
 
-    return boundary(work, "interrupted: no student written (a distillation has no checkpoints; run it again)")
+    return boundary(work, "interrupted: the student's run keeps its last checkpoint; continue it with --resume")
 
 
 if __name__ == "__main__":

@@ -370,3 +370,31 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     assert proc.returncode == 2 and "a run of this name exists" in proc.stderr
     proc = run_cli("-m", "dreamcade", "distill", "--checkpoint", str(tmp_path / "nothing"), check=False)
     assert proc.returncode == 2 and "no such checkpoint" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_distillation_runs_through_the_training_loop_and_resumes_to_the_same_weights(tmp_path, block_store):
+    """distill is a Task of the one loop: it checkpoints, and a student stopped at iteration 2
+    and resumed to 4 ends with the weights of one distilled to 4 without a stop."""
+    from dreamcade.files.checkpoint import save_model
+    from dreamcade.files.config_file import load_config
+    from dreamcade.model.denoiser import Denoiser
+
+    cfg = load_config("configs/tiny.yaml", ["sampler.steps=3", "train.save_every=2",
+                                            f"data.stores={json.dumps([str(block_store)])}"])
+    teacher = tmp_path / "teacher"
+    torch.manual_seed(0)
+    save_model(teacher, Denoiser.build(cfg.model, cfg.diffusion, open_store(block_store).spec, cfg.data.context,
+                                       (16, 16)), cfg, 7)
+    distill = lambda name, n, *a: run_cli("-m", "dreamcade", "distill", "--checkpoint", str(teacher), "--name", name,
+                                         "--iterations", str(n), "--batch-size", "4", "--threads", "1", "--quiet", *a)
+    distill("whole", 4)
+    distill("stopped", 2)
+    assert (tmp_path / "stopped" / "checkpoints" / "step_00000002" / "state.json").is_file()
+    distill("stopped", 4, "--resume")
+    weights = "model/diffusion_pytorch_model.safetensors"
+    a, b = load_file(str(tmp_path / "whole" / weights)), load_file(str(tmp_path / "stopped" / weights))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    losses = [json.loads(line) for line in (tmp_path / "stopped" / "stats.jsonl").read_text().splitlines()]
+    assert any("distill/loss" in x for x in losses)
+

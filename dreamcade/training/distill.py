@@ -15,43 +15,49 @@ Iterative Generative Models"), with the gradient through every step of the stude
 Consistency distillation (Song et al. 2023) was measured against it on the demo and not kept
 (docs/distill.md has the table).
 
-The result is a run folder like train.py's: model/ (the student, with its sampler
-steps in its config and the distillation in its metadata), config.yaml, distill.json,
-stats.jsonl and world/; play, eval, bench and export load it like any other run.
+It runs through the one training loop (dreamcade.training.loop) as a Task: checkpoints every
+train.save_every iterations, `--resume`, several processes through accelerate. The result is a
+run folder like train's: model/ (the student, with its sampler steps in its config and the
+distillation in its metadata), config.yaml, checkpoints/, distill.json, stats.jsonl and world/;
+play, eval, bench and export load it like any other run.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import math
 import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 
 import torch
-import yaml
-from tqdm import tqdm
 
-from dreamcade.dataset import make_loader
 from dreamcade.dataset.batch import Batch
-from dreamcade.files.checkpoint import check_spec, has_model, load_model, save_model
-from dreamcade.model.config import Config, ConfigError
 from dreamcade.eval.metrics import mse, psnr_from_mse
-from dreamcade.files.config_file import to_dict
+from dreamcade.files.checkpoint import check_spec, load_model
+from dreamcade.model.config import Config, ConfigError
 from dreamcade.model.denoiser import Denoiser
-from dreamcade.model.device import configure, resolve_device
+from dreamcade.model.device import configure
 from dreamcade.model.runtime import Runtime
 from dreamcade.model.sampler import next_frame, sample, schedule
+from dreamcade.training.loop import Task, train
+from dreamcade.training.parts import build_data, prepare_run, run_output
 from dreamcade.training.settings import DistillSettings
-from dreamcade.training.parts import Logger, build_data, make_optimizer, run_output, set_lr, write_world
 
 
-def student_config(teacher: Config, name: str, out_dir: str, steps: int) -> Config:
-    """The teacher's config with the run's name and folder and the student's sampler steps."""
+def student_config(teacher: Config, name: str, out_dir: str, settings: DistillSettings, runtime: Runtime) -> Config:
+    """The teacher's config as the student's run: its name and folder, its sampler steps, and the
+    loop's settings of a distillation (iterations as train.steps, its batch, seed, learning rate
+    after a 20-step warm-up, no EMA: the student is saved as trained, no periodic evaluation)."""
     cfg = copy.deepcopy(teacher)
-    cfg.name, cfg.out_dir, cfg.sampler.steps = name, out_dir, steps
+    cfg.name, cfg.out_dir, cfg.sampler.steps = name, out_dir, settings.steps
+    t = cfg.train
+    t.steps = settings.iterations or max(1, teacher.train.steps // 7)
+    t.batch_size = settings.batch_size or teacher.train.batch_size
+    t.seed, t.grad_accum, t.log_every, t.eval_every, t.sample_every = settings.seed, 1, 10, 0, 0
+    t.device, t.threads, t.compile = runtime.device, runtime.threads, False
+    cfg.optim.lr, cfg.optim.warmup_steps, cfg.optim.ema_decay = settings.lr, 20, 0.0
     cfg.check()
     return cfg
 
@@ -98,72 +104,46 @@ def sampled(model: Denoiser, sampler, seed: int):
 
 
 def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_dir: str = "runs",
-            runtime: Runtime = Runtime(), progress: bool = True) -> Path:
-    """Train and write the student's run folder; returns it."""
-    runtime.apply_threads()
-    dev = resolve_device(runtime.device)
+            runtime: Runtime = Runtime(), progress: bool = True, resume: bool = False) -> Path:
+    """Train and write the student's run folder through the training loop (checkpoints, resume
+    with `resume`); returns it."""
     teacher, tcfg, meta = load_model(checkpoint)
     settings.check(tcfg.sampler.steps)
-    cfg = student_config(tcfg, name, out_dir, settings.steps)
+    cfg = student_config(tcfg, name, out_dir, settings, runtime)
     with run_output(cfg):  # checked and locked: a second distillation of this name is refused
-        run_dir = cfg.run_dir
-        if has_model(run_dir):
-            raise ConfigError(f"{run_dir}: a run of this name exists; pass --name <new name> or remove it")
-        iterations = settings.iterations or max(1, tcfg.train.steps // 7)
-        batch_size = settings.batch_size or tcfg.train.batch_size
-        cfg.train.seed = settings.seed
+        resume_from = prepare_run(cfg, resume, "--name <new name>")
         train_ds, val_ds = build_data(tcfg)
         check_spec(teacher.spec, train_ds.spec, checkpoint)
-        teacher = configure(teacher, dev, tcfg.train.precision, tcfg.train.channels_last).eval().requires_grad_(False)
-        student = copy.deepcopy(teacher).train().requires_grad_(True)
-        cfg.optim.lr = settings.lr
-        optimizer = make_optimizer(student, cfg)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "stats.jsonl").unlink(missing_ok=True)  # the log of a distillation killed before its model
-        (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         record = {"teacher": str(checkpoint), "teacher_step": int(meta.get("step", 0)),
                   "teacher_steps": tcfg.sampler.steps, "method": "trajectory", **asdict(settings),
-                  "iterations": iterations, "batch_size": batch_size}
-        logger = Logger(cfg, run_dir, True)
-        torch.manual_seed(settings.seed)
-        g = torch.Generator(dev).manual_seed(settings.seed)
+                  "iterations": cfg.train.steps, "batch_size": cfg.train.batch_size}
+        started = time.time()
         print(f"{name}: distilling {checkpoint} ({tcfg.sampler.steps} steps) into {settings.steps} step(s), "
-              f"{iterations} iterations of {batch_size} windows on {dev}", file=sys.stderr)
-        bar = tqdm(total=iterations, unit="step", disable=not progress, dynamic_ncols=True)
-        step, epoch, t0 = 0, 0, time.time()
-        while step < iterations:
-            for batch in make_loader(train_ds, batch_size, seed=settings.seed, epoch=epoch):
-                loss = distill_loss(teacher, student, batch.to(dev), tcfg.sampler, cfg.sampler, g)
-                loss.backward()
-                if not math.isfinite(loss.item()):
-                    raise ConfigError(f"the distillation loss is {loss.item()} at step {step}; lower --lr")
-                grad_norm = torch.nn.utils.clip_grad_norm_(student.parameters(), cfg.optim.grad_clip or math.inf)
-                set_lr(optimizer, settings.lr * min(1.0, (step + 1) / 20))
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-                step += 1
-                if step % 10 == 0 or step == iterations:
-                    logger.log(step, {"distill/loss": loss.item(), "distill/grad_norm": float(grad_norm)})
-                    bar.set_postfix(loss=f"{loss.item():.5f}")
-                bar.update(1)
-                if step >= iterations:
-                    break
-            epoch += 1
-        bar.close()
-        student.eval().requires_grad_(False)
-        record["minutes"] = round((time.time() - t0) / 60, 2)
-        if val_ds is not None:
-            figures = {"val/psnr": held_out_psnr(val_ds, sampled(student, cfg.sampler, settings.seed), dev),
-                       "val/psnr_teacher": held_out_psnr(val_ds, sampled(teacher, tcfg.sampler, settings.seed), dev),
-                       "val/psnr_repeat_last": held_out_psnr(val_ds, lambda c, a, m: c[:, -1], dev)}
-            logger.log(step, figures)
-            record.update(val_psnr=figures["val/psnr"], val_psnr_teacher=figures["val/psnr_teacher"])
-            print(f"one-step PSNR on {min(len(val_ds), 256)} held-out windows: student {figures['val/psnr']:.2f} dB, "
-                  f"teacher {figures['val/psnr_teacher']:.2f} dB", file=sys.stderr)
-        logger.close()
-        (run_dir / "distill.json").write_text(json.dumps(record, indent=1) + "\n")
-        save_model(run_dir, student, cfg, int(meta.get("step", 0)),
-                   extra={"distilled": json.dumps(record)})
-        print(f"done: {run_dir / 'model'} ({record['minutes']} minutes)", file=sys.stderr)
-        write_world(run_dir)
-    return run_dir
+              f"{cfg.train.steps} iterations of {cfg.train.batch_size} windows", file=sys.stderr)
+
+        def task(cfg: Config, data, device: torch.device) -> Task:
+            frozen = configure(teacher, device, tcfg.train.precision, tcfg.train.channels_last).eval()
+            frozen.requires_grad_(False)
+            student = copy.deepcopy(frozen).train().requires_grad_(True)
+
+            def finish(saved: Denoiser, step: int, log) -> dict[str, str]:
+                record["minutes"] = round((time.time() - started) / 60, 2)  # of this process's part
+                if val_ds is not None:
+                    seed = settings.seed
+                    figures = {"val/psnr": held_out_psnr(val_ds, sampled(saved, cfg.sampler, seed), device),
+                               "val/psnr_teacher": held_out_psnr(val_ds, sampled(frozen, tcfg.sampler, seed), device),
+                               "val/psnr_repeat_last": held_out_psnr(val_ds, lambda c, a, m: c[:, -1], device)}
+                    log(step, figures)
+                    record.update(val_psnr=figures["val/psnr"], val_psnr_teacher=figures["val/psnr_teacher"])
+                    print(f"one-step PSNR on {min(len(val_ds), 256)} held-out windows: student "
+                          f"{figures['val/psnr']:.2f} dB, teacher {figures['val/psnr_teacher']:.2f} dB", file=sys.stderr)
+                (cfg.run_dir / "distill.json").write_text(json.dumps(record, indent=1) + "\n")
+                return {"distilled": json.dumps(record)}
+
+            loss = lambda batch: distill_loss(frozen, student, batch, tcfg.sampler, cfg.sampler)
+            return Task(student, loss, "distill", finish, int(meta.get("step", 0)))
+
+        code = train(cfg, train_ds, val_ds, resume_from, progress, task)
+        if code:
+            raise ConfigError(f"the distillation stopped (exit {code}); lower --lr")
+    return cfg.run_dir

@@ -1,6 +1,8 @@
-"""The training loop of `dreamcade train` (python train.py): one process or several through
-accelerate, with EMA, checkpoints every train.checkpoint_every steps, resume, validation figures,
-samples, and the run folder's model/ (at every checkpoint) and world/ at the end. Its parts (the data, the
+"""The one training loop, of `dreamcade train` and `dreamcade distill` alike: one process or
+several through accelerate, with EMA, checkpoints every train.save_every steps, resume, validation
+figures, samples, and the run folder's model/ (at every checkpoint) and world/ at the end. What it
+trains is a Task: the model whose weights move, its loss, and what the run adds when it ends
+(denoising() for training; dreamcade.training.distill for a student). Its parts (the data, the
 loss module, the optimizer and its schedule, the run folder, the log): dreamcade.training.parts."""
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ import json
 import math
 import random
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +21,8 @@ import yaml
 from tqdm import tqdm
 
 from dreamcade.dataset import WindowDataset, make_loader
-from dreamcade.files.checkpoint import load_training_state, rng_state
+from dreamcade.dataset.batch import Batch
+from dreamcade.files.checkpoint import load_training_state, rng_state, save_model
 from dreamcade.files.config_file import to_dict
 from dreamcade.model.config import Config, ConfigError
 from dreamcade.model.denoiser import Denoiser
@@ -28,8 +33,32 @@ from dreamcade.training.parts import (Logger, LossModule, Rate, due, lr_at, make
 from dreamcade.training.samples import evaluate, save_samples
 
 
+@dataclass
+class Task:
+    """What one run of the loop trains and saves: `model` (on the device), whose parameters the
+    optimizer moves and whose EMA the run saves; `loss` of a batch; `name`, the prefix of its
+    figures in stats.jsonl; `finish(saved model, step, log)`, run once at the end by the first
+    process (`log(step, figures)` writes to stats.jsonl), returns more metadata (strings) for the
+    model folder; `model_step`, the step the model folder
+    records when it is not the loop's (a student records its teacher's)."""
+
+    model: Denoiser
+    loss: Callable[[Batch], torch.Tensor]
+    name: str = "train"
+    finish: Callable[[Denoiser, int, Callable[[int, dict], None]], dict[str, str]] | None = None
+    model_step: int | None = None
+
+
+def denoising(cfg: Config, train_ds: WindowDataset, device: torch.device) -> Task:
+    """Training a world model: a new denoiser for the data's frames, its own EDM loss."""
+    t = cfg.train
+    model = configure(Denoiser.build(cfg.model, cfg.diffusion, train_ds.spec, cfg.data.context,
+                                     train_ds.frame_shape[:2]), device, t.precision, t.channels_last)
+    return Task(model, model.loss)
+
+
 def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, resume_from: Path | None,
-          progress: bool = True) -> int:
+          progress: bool = True, task: Callable[[Config, WindowDataset, torch.device], Task] = denoising) -> int:
     from accelerate import Accelerator
 
     t = cfg.train
@@ -47,9 +76,8 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
     run_dir.mkdir(parents=True, exist_ok=True)
     if main_proc:
         (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    denoiser = configure(Denoiser.build(cfg.model, cfg.diffusion, train_ds.spec, cfg.data.context,
-                                          train_ds.frame_shape[:2]), device,
-                         t.precision, t.channels_last)
+    work = task(cfg, train_ds, device)
+    denoiser = work.model
     ema, optimizer, step = make_ema(denoiser), make_optimizer(denoiser, cfg), 0
     if resume_from is not None:
         state = load_training_state(resume_from, denoiser, ema, optimizer, rank)
@@ -62,7 +90,7 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
                       "and noise from here)", file=sys.stderr)
     if t.compile:
         denoiser.compile_network()
-    loss_module, optimizer = accelerator.prepare(LossModule(denoiser), optimizer)
+    loss_module, optimizer = accelerator.prepare(LossModule(denoiser, work.loss), optimizer)
     logger = Logger(cfg, run_dir, main_proc)
     per_epoch = len(train_ds) // (t.batch_size * world)  # batches of each process
     if per_epoch == 0:
@@ -101,13 +129,12 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
                 return 1
             if due(step, t.log_every, t.steps):
                 steps_s = rate(step)
-                stats = {"train/loss": loss.item(), "train/lr": lr_at(step, cfg),
-                         "train/grad_norm": float(grad_norm) if cfg.optim.grad_clip > 0 else None,
-                         "train/steps_per_s": steps_s,
-                         "train/samples_per_s": steps_s * t.batch_size * t.grad_accum * accelerator.num_processes}
-                logger.log(step, stats)
-                bar.set_postfix(loss=f"{stats['train/loss']:.4f}", steps_s=f"{steps_s:.2f}",
-                                samples_s=f"{stats['train/samples_per_s']:.0f}")
+                samples_s = steps_s * t.batch_size * t.grad_accum * accelerator.num_processes
+                stats = {"loss": loss.item(), "lr": lr_at(step, cfg),
+                         "grad_norm": float(grad_norm) if cfg.optim.grad_clip > 0 else None,
+                         "steps_per_s": steps_s, "samples_per_s": samples_s}
+                logger.log(step, {f"{work.name}/{k}": v for k, v in stats.items()})
+                bar.set_postfix(loss=f"{stats['loss']:.4f}", steps_s=f"{steps_s:.2f}", samples_s=f"{samples_s:.0f}")
             if main_proc and val_ds is not None and due(step, t.eval_every, t.steps):
                 logger.log(step, evaluate(ema, val_ds, cfg, device))
             if main_proc and t.sample_every and due(step, t.sample_every, t.steps):
@@ -116,18 +143,21 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
             if due(step, t.save_every, t.steps):
                 rngs = every_rng_state(world)  # every process takes part
                 if main_proc:
-                    save_run(run_dir, step, denoiser, ema, optimizer, cfg, train_ds.spec, rngs)
+                    save_run(run_dir, step, denoiser, ema, optimizer, cfg, train_ds.spec, rngs, work.model_step)
             bar.update(1)
             if step >= t.steps:
                 break
         epoch, skip = epoch + 1, 0
     bar.close()
+    extra = work.finish(ema, step, logger.log) if main_proc and work.finish is not None else None
     logger.close()
     if windows_log is not None:
         windows_log.close()
     accelerator.wait_for_everyone()
     accelerator.end_training()  # other processes leave here; the first writes the world
     if main_proc:
+        if extra is not None:  # the model folder again, with what the task adds
+            save_model(run_dir, ema, cfg, step if work.model_step is None else work.model_step, extra)
         print(f"done: {run_dir / 'model'} (step {step})", file=sys.stderr)
         write_world(run_dir)
     return 0

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -25,14 +26,15 @@ from dreamcade.model.denoiser import Denoiser
 
 
 class LossModule(torch.nn.Module):
-    """forward(batch) -> loss, so DDP sees a forward call (it syncs gradients through it)."""
+    """forward(batch) -> loss(batch) of the trained `model`, so DDP sees a forward call (it syncs
+    gradients through it); only `model`'s parameters are the module's."""
 
-    def __init__(self, denoiser: Denoiser) -> None:
+    def __init__(self, model: Denoiser, loss: Callable[[Batch], torch.Tensor]) -> None:
         super().__init__()
-        self.denoiser = denoiser
+        self.model, self.objective = model, loss
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        return self.denoiser.loss(batch)
+        return self.objective(batch)
 
 
 def build_data(cfg: Config) -> tuple[WindowDataset, WindowDataset | None]:
@@ -92,7 +94,7 @@ def is_run_folder(path: Path) -> bool:
     return path.is_dir() and all(made_by_a_run(p.name) for p in path.iterdir())
 
 
-def prepare_run(cfg: Config, resume: bool) -> Path | None:
+def prepare_run(cfg: Config, resume: bool, rename: str = "name=<new name>") -> Path | None:
     """Check the run folder before any work; returns the checkpoint to resume from."""
     run_dir = cfg.run_dir
     ckpt = latest_checkpoint(run_dir)
@@ -102,7 +104,7 @@ def prepare_run(cfg: Config, resume: bool) -> Path | None:
         return ckpt
     if ckpt is not None or has_model(run_dir):
         raise ConfigError(f"{run_dir}: a run of this name exists; pass --resume to continue it, or "
-                          f"name=<new name> to start another")
+                          f"{rename} to start another")
     return None
 
 
@@ -189,13 +191,14 @@ class Rate:
 
 
 def save_run(run_dir: Path, step: int, denoiser: Denoiser, ema: Denoiser, optimizer: torch.optim.Optimizer,
-             cfg: Config, spec: ControlSpec, rngs: list[tuple[dict, dict]] | None = None) -> None:
+             cfg: Config, spec: ControlSpec, rngs: list[tuple[dict, dict]] | None = None,
+             model_step: int | None = None) -> None:
     """A full checkpoint (resumable; with every process's RNG state) and the run's model folder
     (<run>/model) of the EMA weights."""
     inner = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the optimizer
     save_training_state(run_dir, step, denoiser, ema, inner, cfg, {"control_spec": spec.to_dict()},
                         cfg.train.keep_checkpoints, rngs)
-    save_model(run_dir, ema, cfg, step)
+    save_model(run_dir, ema, cfg, step if model_step is None else model_step)
 
 
 def write_world(run_dir: Path) -> None:
