@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, in_process
 from dreamcade.dataset import Control, ControlSpec, StoreWriter, open_store
 
 SPEC = ControlSpec((Control("left", source="key:left"), Control("right", source="key:right")), name="t")
@@ -79,7 +79,7 @@ def test_build_onto_an_input_is_refused_and_the_input_is_untouched(tmp_path, raw
     other = write_store(tmp_path / "other.zarr", [30])
     out = {"same": raw, "inside": raw / "sub.zarr", "around": tmp_path}[where]
     before = tree_hash(tmp_path)
-    proc = run_cli("-m", "dreamcade", "data", "build", str(other), str(raw), "--size", "16x16", "--out", str(out),
+    proc = in_process("data", "build", str(other), str(raw), "--size", "16x16", "--out", str(out),
                    "--overwrite", check=False)
     refused(proc, f"--out {out}", says)
     assert tree_hash(tmp_path) == before
@@ -93,13 +93,13 @@ def test_a_missing_chunk_is_refused_everywhere_it_is_read(tmp_path, raw):
     gone.unlink()
     before = tree_hash(raw)
     out = tmp_path / "train.zarr"
-    proc = run_cli("-m", "dreamcade", "data", "build", str(raw), "--size", "16x16", "--out", str(out), "--quiet", check=False)
+    proc = in_process("data", "build", str(raw), "--size", "16x16", "--out", str(out), "--quiet", check=False)
     err = refused(proc, gone, "rows 32-47", "data info --verify")
     assert "--skip-damaged" in err
     assert not out.exists() and siblings(out) == [] and tree_hash(raw) == before
-    info = run_cli("-m", "dreamcade", "data", "info", str(raw), check=False)  # the quick look sees it too, and says 1
+    info = in_process("data", "info", str(raw), check=False)  # the quick look sees it too, and says 1
     assert info.returncode == 1 and info.stdout.count(f"{gone}: chunk file is missing") == 1
-    info = run_cli("-m", "dreamcade", "data", "info", "--verify", str(raw), check=False)  # decoded: said once, exit 1
+    info = in_process("data", "info", "--verify", str(raw), check=False)  # decoded: said once, exit 1
     assert info.returncode == 1 and info.stdout.count(f"{gone}: chunk file is missing") == 1
     # the readers under train.py, eval and play
     from dreamcade.dataset import StoreError, WindowDataset
@@ -118,7 +118,7 @@ def test_a_missing_chunk_is_refused_everywhere_it_is_read(tmp_path, raw):
 def test_skip_damaged_leaves_out_the_episode_and_says_so(tmp_path, raw):
     frame_chunk_file(raw, 2).unlink()
     out = tmp_path / "train.zarr"
-    proc = run_cli("-m", "dreamcade", "data", "build", str(raw), "--size", "16x16", "--out", str(out),
+    proc = in_process("data", "build", str(raw), "--size", "16x16", "--out", str(out),
                    "--skip-damaged", "--quiet")
     assert "skipped the episode of frames 0-59" in proc.stderr and "chunk file is missing" in proc.stderr
     s = open_store(out)
@@ -136,20 +136,20 @@ def test_a_build_that_fails_half_way_leaves_nothing_and_can_be_rerun(tmp_path, r
     good = chunk.read_bytes()
     chunk.write_bytes(good[: len(good) // 2])
     out = tmp_path / "train.zarr"
-    proc = run_cli("-m", "dreamcade", "data", "build", str(raw), "--size", "16x16", "--out", str(out), "--quiet", check=False)
+    proc = in_process("data", "build", str(raw), "--size", "16x16", "--out", str(out), "--quiet", check=False)
     refused(proc, chunk, "cannot be decoded")
     assert not out.exists() and siblings(out) == []
     chunk.write_bytes(good)  # repaired: the same command now succeeds (no "already exists")
-    run_cli("-m", "dreamcade", "data", "build", str(raw), "--size", "16x16", "--out", str(out), "--quiet")
+    in_process("data", "build", str(raw), "--size", "16x16", "--out", str(out), "--quiet")
     assert len(open_store(out)) == 150 and open_store(out).closed_cleanly
 
 
 def test_a_failed_overwrite_keeps_the_old_output(tmp_path, raw):
     out = tmp_path / "train.zarr"
-    run_cli("-m", "dreamcade", "data", "build", str(raw), "--size", "16x16", "--out", str(out), "--quiet")
+    in_process("data", "build", str(raw), "--size", "16x16", "--out", str(out), "--quiet")
     before = tree_hash(out)
     frame_chunk_file(raw, 8).unlink()
-    proc = run_cli("-m", "dreamcade", "data", "build", str(raw), "--size", "8x8", "--out", str(out), "--overwrite",
+    proc = in_process("data", "build", str(raw), "--size", "8x8", "--out", str(out), "--overwrite",
                    "--quiet", check=False)
     refused(proc, frame_chunk_file(raw, 8))
     assert tree_hash(out) == before and siblings(out) == ["train.zarr"]
@@ -163,7 +163,7 @@ def test_damage_in_a_validation_episode_is_refused_by_train(tmp_path):
     (_, start, _), = WindowDataset([raw], context=2, split="val", val_fraction=0.2).episodes
     gone = frame_chunk_file(raw, start // 64)
     gone.unlink()
-    proc = run_cli("train.py", "--config", "configs/tiny.yaml", "--data", str(raw), f"out_dir={tmp_path}",
+    proc = in_process("train", "--config", "configs/tiny.yaml", "--data", str(raw), f"out_dir={tmp_path}",
                    "--quiet", check=False)
     refused(proc, gone)
     assert not (tmp_path / "tiny").exists()
@@ -198,7 +198,7 @@ def test_when_skip_damaged_leaves_no_validation_episode_train_and_eval_say_so_an
 def test_bad_build_options_are_refused_before_any_work(tmp_path, raw, option, value, says):
     before = tree_hash(raw)
     out = tmp_path / "train.zarr"
-    proc = run_cli("-m", "dreamcade", "data", "build", str(raw), "--size", "16x16", "--out", str(out), option, value,
+    proc = in_process("data", "build", str(raw), "--size", "16x16", "--out", str(out), option, value,
                    check=False)
     refused(proc, option, says)
     assert not out.exists() and siblings(out) == [] and tree_hash(raw) == before
@@ -211,7 +211,7 @@ def test_a_config_that_is_not_a_mapping_is_refused_with_overrides_too(tmp_path, 
     cfg = tmp_path / "x.yaml"
     cfg.write_text(text)
     for extra in ([], ["train.steps=5"], ["--data", str(raw)]):
-        proc = run_cli("train.py", "--config", str(cfg), *extra, "--dry-run", check=False)
+        proc = in_process("train", "--config", str(cfg), *extra, "--dry-run", check=False)
         refused(proc, cfg, "expected a mapping")
 
 
@@ -221,7 +221,7 @@ def test_a_config_that_is_not_a_mapping_is_refused_with_overrides_too(tmp_path, 
                                             ("model.channels=[]", "model.channels is empty"),
                                             ("train.steps=abc", "override 'train.steps=abc'")])
 def test_bad_values_are_refused_and_blamed_on_their_source(override, says):
-    proc = run_cli("train.py", "--config", "configs/tiny.yaml", override, "--dry-run", check=False)
+    proc = in_process("train", "--config", "configs/tiny.yaml", override, "--dry-run", check=False)
     err = refused(proc, says)
     assert "tiny.yaml" not in err  # the value came from the command line, not the file
 
@@ -230,13 +230,13 @@ def test_every_zero_means_never_and_never_divides_by_zero():
     from dreamcade.training.parts import due
     assert [s for s in range(1, 11) if due(s, 0, 10)] == [10]
     assert [s for s in range(1, 11) if due(s, 4, 10)] == [4, 8, 10]
-    out = run_cli("train.py", "--config", "configs/tiny.yaml", "train.eval_every=0", "train.save_every=0",
+    out = in_process("train", "--config", "configs/tiny.yaml", "train.eval_every=0", "train.save_every=0",
                   "--dry-run").stdout
     assert "eval_every: 0" in out and "save_every: 0" in out
 
 
 def test_options_may_come_between_overrides():
-    out = run_cli("train.py", "--config", "configs/tiny.yaml", "name=a", "--dry-run", "train.steps=5").stdout
+    out = in_process("train", "--config", "configs/tiny.yaml", "name=a", "--dry-run", "train.steps=5").stdout
     assert "name: a" in out and "steps: 5" in out
 
 
@@ -246,13 +246,13 @@ def test_eval_refuses_an_unwritable_out_before_loading_anything(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")
     out = blocker / "report"
-    proc = run_cli("-m", "dreamcade", "eval", "drift", "--checkpoint", str(tmp_path / "no_model"), "--out", str(out),
+    proc = in_process("eval", "drift", "--checkpoint", str(tmp_path / "no_model"), "--out", str(out),
                    check=False)
     refused(proc, out, "cannot write there")
 
 
 def test_eval_refuses_a_report_onto_its_data(raw):
-    proc = run_cli("-m", "dreamcade", "eval", "drift", "--session", str(raw), "--data", str(raw), "--out", str(raw),
+    proc = in_process("eval", "drift", "--session", str(raw), "--data", str(raw), "--out", str(raw),
                    "--overwrite", check=False)
     refused(proc, "--out", raw)
     assert open_store(raw).verify() == []
@@ -261,7 +261,7 @@ def test_eval_refuses_a_report_onto_its_data(raw):
 # -- 9: a game module that is not installed -----------------------------------------------------------------
 
 def test_record_env_with_a_missing_module_is_one_line(tmp_path):
-    proc = run_cli("-m", "dreamcade", "record", "env", "--env", "nosuchmodule:Foo-v0", "--steps", "5",
+    proc = in_process("record", "env", "--env", "nosuchmodule:Foo-v0", "--steps", "5",
                    "--out", str(tmp_path / "x.zarr"), check=False)
     refused(proc, "--env nosuchmodule:Foo-v0", "nosuchmodule")
     assert not (tmp_path / "x.zarr").exists()
