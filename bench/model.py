@@ -41,7 +41,9 @@ def build(preset: str, device: torch.device, precision: str, channels_last: bool
     cfg = load_config(f"configs/{preset}.yaml", overrides or [])
     torch.manual_seed(0)
     model = Denoiser.build(cfg.model, cfg.diffusion, ATARI, cfg.data.context, (SIZES[preset], SIZES[preset]))
-    return configure(model, device, precision, channels_last, compile), cfg
+    mode = "reduce-overhead" if compile and device.type == "cuda" else None
+    model, speed = configure(model, device, precision, channels_last, compile, mode)
+    return model, speed, cfg
 
 
 def sync(device: torch.device) -> None:
@@ -63,7 +65,7 @@ def timed(fn, device, repeats: int, warmup: int = 3) -> float:
 
 def next_frame_ms(preset, device, precision="auto", channels_last=True, inference=True, compile=False,
                   repeats=10, steps=3) -> float:
-    model, cfg = build(preset, device, precision, channels_last, compile)
+    model, speed, cfg = build(preset, device, precision, channels_last, compile)
     model.eval()
     cfg.sampler.steps = steps
     s, L = SIZES[preset], cfg.data.context
@@ -72,7 +74,8 @@ def next_frame_ms(preset, device, precision="auto", channels_last=True, inferenc
     g = torch.Generator(device).manual_seed(0)
     mode = torch.inference_mode() if inference else torch.no_grad()
     with mode:
-        sec = timed(lambda: next_frame(model, ctx, act, None, cfg.sampler, g), device, repeats, 5 if compile else 3)
+        sec = timed(lambda: next_frame(model, ctx, act, None, cfg.sampler, g, speed), device, repeats,
+                    5 if compile else 3)
     return sec * 1000
 
 
@@ -97,7 +100,7 @@ def ceiling(device: torch.device, repeats: int = 10) -> list[dict]:
 def forward_case(network: str, device, precision="auto", channels_last=True, compile=False, repeats=20) -> dict:
     """One denoiser forward at batch 1, 64x64: its GFLOP (counted eagerly), ms and GFLOP/s."""
     preset, overrides = NETWORKS[network]
-    model, cfg = build(preset, device, precision, channels_last, False, overrides)
+    model, speed, cfg = build(preset, device, precision, channels_last, compile, overrides)
     model.eval()
     s, L = SIZES[preset], cfg.data.context
     g = torch.Generator(device).manual_seed(0)
@@ -108,11 +111,9 @@ def forward_case(network: str, device, precision="auto", channels_last=True, com
     with torch.inference_mode():
         counter = FlopCounterMode(display=False)
         with counter:
-            model(*args)
+            model(*args)  # eager, in float32: what the FLOPs are counted on
         flops = counter.get_total_flops()
-        if compile:
-            model.compile_network("reduce-overhead" if device.type == "cuda" else None)
-        sec = timed(lambda: model(*args), device, repeats, warmup=5 if compile else 3)
+        sec = timed(lambda: model(*args, speed), device, repeats, warmup=5 if compile else 3)
     return {"network": network, "gflop": flops / 1e9, "ms": sec * 1000, "gflop_s": flops / sec / 1e9}
 
 
@@ -142,7 +143,7 @@ def efficiency(device: torch.device, threads: list[int], compile: bool, repeats:
 
 def train_passes_per_s(preset, device, precision="auto", channels_last=True, compile=False,
                        batch=32, repeats=3) -> float:
-    model, cfg = build(preset, device, precision, channels_last, compile)
+    model, speed, cfg = build(preset, device, precision, channels_last, compile)
     model.train()
     s, L = SIZES[preset], cfg.data.context
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -152,7 +153,7 @@ def train_passes_per_s(preset, device, precision="auto", channels_last=True, com
     b = Batch(frames, actions, torch.ones(batch, L + 1, dtype=torch.bool)).to(device)
 
     def step():
-        loss = model.loss(b)
+        loss = model.loss(b, speed=speed)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)

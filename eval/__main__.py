@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from dreamcade.eval.data import EvalData
     from dreamcade.eval.sweep import SweepModel
     from dreamcade.model.config import Config, SamplerConfig
-    from dreamcade.model.denoiser import Denoiser
+    from dreamcade.model.denoiser import Denoiser, Speed
 
 SWEEP_DEFAULTS = {"horizon": 300, "episodes": 4}
 """Where sweep's options differ from DriftSettings' (drift's): every setting is a full rollout."""
@@ -139,12 +139,13 @@ def resolve_device(args: argparse.Namespace) -> torch.device:
     return resolve_device(args.device)
 
 
-def load(path: str, args: argparse.Namespace) -> tuple[Denoiser, Config, dict]:
-    """(model on the device of the runtime options, config, metadata) of a run folder, world
-    folder or model file; CheckpointError names it."""
+def load(path: str, args: argparse.Namespace) -> tuple[Denoiser, Config, dict, Speed]:
+    """(model on the device of the runtime options, config, metadata, the speed to run it at) of
+    a run folder, world folder or model file; CheckpointError names it."""
     from dreamcade.files.inference import load_for_inference
 
-    return load_for_inference(path, Runtime.from_args(args))[:3]
+    m = load_for_inference(path, Runtime.from_args(args))
+    return m.model, m.cfg, m.meta, m.speed
 
 
 def missing_training_stores(stores: list[str], args: argparse.Namespace) -> None:
@@ -171,6 +172,7 @@ class DriftInputs:
     model: Denoiser | None = None
     cfg: Config | None = None
     meta: dict | None = None
+    speed: Speed | None = None
     sampler: SamplerConfig | None = None
     cases: list = field(default_factory=list)
     """Rollout starts (only when the model runs: no --session)."""
@@ -188,7 +190,7 @@ def drift_inputs(args: argparse.Namespace, settings: DriftSettings, device: torc
                         "or --checkpoint to use its training stores")
     if args.videos < 0:
         raise EvalError("--videos must be 0 or more")
-    model, cfg, meta = load(args.checkpoint, args) if args.checkpoint else (None, None, None)
+    model, cfg, meta, speed = load(args.checkpoint, args) if args.checkpoint else (None, None, None, None)
     stores = args.data or (cfg.data.stores if cfg else [])
     if not stores:
         raise EvalError(f"{args.checkpoint}: the checkpoint names no training stores; pass --data STORE...")
@@ -200,7 +202,7 @@ def drift_inputs(args: argparse.Namespace, settings: DriftSettings, device: torc
     data = open_eval_data(stores, context, cfg.data.val_fraction if cfg else 0.1,
                           model.spec if model is not None else None, heldout=run_model,
                           skip_damaged=args.skip_damaged)
-    inputs = DriftInputs(data, model, cfg, meta)
+    inputs = DriftInputs(data, model, cfg, meta, speed)
     if run_model:
         inputs.sampler = sampling.sampler_settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise,
                                            hold_levels=args.hold_levels)
@@ -235,7 +237,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
         x = drift_inputs(args, settings, device)
         check_apart(output.target, x.data.stores)  # the checkpoint's training stores, known once it is loaded
         ref = build_reference(x.data, settings, device)
-        ev = evaluate_model(x.model, x.sampler, ref, x.data, x.cases, settings, device) if x.cases else None
+        ev = evaluate_model(x.model, x.sampler, ref, x.data, x.cases, settings, device, x.speed) if x.cases else None
         sess = sessions(x.seqs, ref, settings) if x.seqs else []
         ck = {"path": args.checkpoint, "step": int(x.meta.get("step", -1))} if x.meta else None
         prov = provenance(command_line(), ck, x.data.stores, list(args.session), str(device), settings)
@@ -283,12 +285,12 @@ def sweep_models(args: argparse.Namespace, settings: DriftSettings, device: torc
         raise EvalError(f"{args.checkpoint[0]}: the checkpoint names no training stores; pass --data STORE...")
     missing_training_stores(stores, args)
     models = []
-    for path, model, cfg, meta in loaded:
+    for path, model, cfg, meta, speed in loaded:
         check_data(stores, model, cfg, path)
         data = open_eval_data(stores, cfg.data.context, loaded[0][2].data.val_fraction, model.spec,
                               skip_damaged=args.skip_damaged)
         models.append(SweepModel(path, int(meta.get("step", -1)), model, cfg, data,
-                                 rollout_cases(data, cfg.data.context, settings.horizon, settings.episodes)))
+                                 rollout_cases(data, cfg.data.context, settings.horizon, settings.episodes), speed))
     return models
 
 

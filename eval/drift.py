@@ -25,7 +25,7 @@ from dreamcade.eval.rollout import MeanFrame, RepeatLast, one_step, open_loop
 from dreamcade.eval.settings import DriftSettings
 from dreamcade.eval.summary import num, pad, stats
 from dreamcade.model.config import SamplerConfig
-from dreamcade.model.denoiser import Denoiser
+from dreamcade.model.denoiser import EAGER, Denoiser, Speed
 from dreamcade.model.world_env import Predictor, WorldModelEnv
 
 
@@ -79,7 +79,7 @@ class OneStep:
 
 
 def teacher_forced(predictors: dict[str, Denoiser | Predictor], data: EvalData, sampler: SamplerConfig,
-                   settings: DriftSettings, device: torch.device | str) -> OneStep:
+                   settings: DriftSettings, device: torch.device | str, speed: Speed = EAGER) -> OneStep:
     """Predict the last frame of `settings.windows` held-out windows from their real past, with
     each predictor (the first is the model: its predictions become the samples)."""
     gens = {k: torch.Generator(device).manual_seed(settings.seed) for k in predictors}
@@ -91,7 +91,7 @@ def teacher_forced(predictors: dict[str, Denoiser | Predictor], data: EvalData, 
         real = batch.frames[:, -1]  # uint8 [B, 3, H, W]
         on_dev = batch.to(device)
         for name, p in predictors.items():
-            out = _chw(one_step(p, on_dev, sampler, gens[name]).numpy())
+            out = _chw(one_step(p, on_dev, sampler, gens[name], speed).numpy())
             scores[name]["mse"].append(mse(out, real).numpy())
             scores[name]["psnr"].append(psnr(out, real).numpy())
             scores[name]["ssim"].append(ssim(out, real).numpy())
@@ -105,13 +105,14 @@ def teacher_forced(predictors: dict[str, Denoiser | Predictor], data: EvalData, 
 # -- open-loop rollouts ------------------------------------------------------------------------------------
 
 def generate(predictor: Denoiser | Predictor, cases: list[RolloutCase], sampler: SamplerConfig,
-             settings: DriftSettings, device: torch.device | str, desc: str | None = "rollout") -> list[np.ndarray]:
+             settings: DriftSettings, device: torch.device | str, desc: str | None = "rollout",
+             speed: Speed = EAGER) -> list[np.ndarray]:
     """Roll every case out through WorldModelEnv, `settings.batch` episodes at a time: one
     uint8 [T, H, W, 3] array per case, T = the length of its actions."""
     out = []
     for g, a in enumerate(range(0, len(cases), settings.batch)):
         group = cases[a:a + settings.batch]
-        env = WorldModelEnv(predictor, sampler, device, seed=settings.seed + g)
+        env = WorldModelEnv(predictor, sampler, device, seed=settings.seed + g, speed=speed)
         out.extend(open_loop(env, np.stack([c.context for c in group]), np.stack([c.context_actions for c in group]),
                              np.stack([c.actions for c in group]), progress=settings.progress and desc is not None,
                              desc=desc or ""))
@@ -139,10 +140,10 @@ def action_curve(idm: IdmResult, first: np.ndarray, frames: np.ndarray, actions:
 
 
 def rollouts(model: Denoiser | Predictor, cases: list[RolloutCase], sampler: SamplerConfig, ref: Reference,
-             settings: DriftSettings, device: torch.device | str) -> Rollouts:
+             settings: DriftSettings, device: torch.device | str, speed: Speed = EAGER) -> Rollouts:
     """Roll out the model (and the frozen-frame baseline) and measure everything."""
     t0 = time.perf_counter()
-    gen = generate(model, cases, sampler, settings, device)
+    gen = generate(model, cases, sampler, settings, device, speed=speed)
     fps = sum(map(len, gen)) / max(time.perf_counter() - t0, 1e-9)
     static = generate(RepeatLast(model.spec, model.context), cases, sampler, settings, device, None)
     T = len(gen[0])
@@ -187,10 +188,11 @@ class ModelEval:
 
 
 def evaluate_model(model: Denoiser | Predictor, sampler: SamplerConfig, ref: Reference, data: EvalData,
-                   cases: list[RolloutCase], settings: DriftSettings, device: torch.device | str) -> ModelEval:
+                   cases: list[RolloutCase], settings: DriftSettings, device: torch.device | str,
+                   speed: Speed = EAGER) -> ModelEval:
     """Teacher-forced figures on `data`'s held-out windows (model, repeat-last, mean frame) and
     the rollouts of `cases`, for one model (`data` built with the model's context)."""
     predictors = {"model": model, "repeat_last": RepeatLast(model.spec, model.context),
                   "mean_frame": MeanFrame(model.spec, model.context, ref.mean_frame)}
-    return ModelEval(teacher_forced(predictors, data, sampler, settings, device),
-                     rollouts(model, cases, sampler, ref, settings, device))
+    return ModelEval(teacher_forced(predictors, data, sampler, settings, device, speed),
+                     rollouts(model, cases, sampler, ref, settings, device, speed))

@@ -16,7 +16,7 @@ from dreamcade.dataset.batch import Batch
 from dreamcade.dataset.controls import ControlSpec
 from dreamcade.dataset.pixels import hwc_to_model, model_to_hwc
 from dreamcade.model.config import SamplerConfig
-from dreamcade.model.denoiser import Denoiser
+from dreamcade.model.denoiser import EAGER, Denoiser, Speed
 from dreamcade.model.world_env import Predictor, predict_next
 
 
@@ -54,13 +54,14 @@ class MeanFrame(RepeatLast):
 
 
 def one_step(predictor: Denoiser | Predictor, batch: Batch, sampler: SamplerConfig,
-             generator: torch.Generator | None = None) -> torch.Tensor:
+             generator: torch.Generator | None = None, speed: Speed = EAGER) -> torch.Tensor:
     """Teacher-forced prediction of each window's last frame from its real past: uint8
     [B, H, W, 3] on the CPU. `batch` holds windows of L+1 steps on the predictor's device."""
     L = predictor.context
     frames = batch.frames_float()
     with torch.no_grad():
-        out = predict_next(predictor, frames[:, :L], batch.actions[:, :L], batch.mask[:, :L], sampler, generator)
+        out = predict_next(predictor, frames[:, :L], batch.actions[:, :L], batch.mask[:, :L], sampler, generator,
+                           speed)
     return model_to_hwc(out)
 
 

@@ -16,7 +16,7 @@ from dreamcade.eval.settings import DriftSettings
 from dreamcade.eval.summary import rollout_summary
 from dreamcade.model import config as sampling  # the sampler settings and their rules
 from dreamcade.model.config import Config
-from dreamcade.model.denoiser import Denoiser
+from dreamcade.model.denoiser import EAGER, Denoiser, Speed
 
 
 @dataclass
@@ -29,6 +29,7 @@ class SweepModel:
     cfg: Config
     data: EvalData
     cases: list[RolloutCase]
+    speed: Speed = EAGER
 
 
 def row(m: SweepModel, noise: float, used: float, steps: int, summary: dict, one_step: dict) -> dict:
@@ -69,7 +70,7 @@ def run_sweep(models: list[SweepModel], noises: list[float], steps: list[int], r
                 sampler = sampling.sampler_settings(m.cfg.sampler, steps=n, context_noise=noise)
                 used = sampling.context_noise_used(noise, m.cfg.diffusion.context_noise_max)
                 progress_print(f"{m.name}: context noise {used:g}, {n} sampler steps")
-                ev = evaluate_model(m.model, sampler, ref, m.data, m.cases, settings, device)
+                ev = evaluate_model(m.model, sampler, ref, m.data, m.cases, settings, device, m.speed)
                 summary = rollout_summary(ev.rollouts, settings, ref)
                 rows.append(row(m, noise, used, n, summary, ev.one_step.summary()))
                 curves.append({"checkpoint": m.name, "context_noise": noise, "sampler_steps": n,

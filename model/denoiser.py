@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from dataclasses import asdict, fields
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
 
 import torch
 from diffusers import ConfigMixin, ModelMixin
@@ -24,6 +25,26 @@ from dreamcade.model import edm
 from dreamcade.model.conditioning import Conditioner
 from dreamcade.model.config import ConfigError, DiffusionConfig, NetworkConfig
 from dreamcade.model.unet import UNet
+
+@dataclass(frozen=True)
+class Speed:
+    """How the network runs, an argument of every call (never kept on the model): `autocast`,
+    the dtype of the network's autocast (None: float32); `network`, a compiled network to run in
+    place of the model's own (torch.compile of model.net: the same weights). model.device.configure
+    makes one; the default is float32 and eager."""
+
+    autocast: torch.dtype | None = None
+    network: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+
+    def __call__(self, net: torch.nn.Module, inp: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+        """net(inp, cond), or the compiled network in its place, under autocast when asked, in float32."""
+        run = net if self.network is None else self.network
+        cast = torch.autocast(inp.device.type, dtype=self.autocast) if self.autocast else contextlib.nullcontext()
+        with cast:
+            return run(inp, cond).float()
+
+
+EAGER = Speed()
 
 NETWORK = tuple(f.name for f in fields(NetworkConfig))
 DIFFUSION = tuple(f.name for f in fields(DiffusionConfig))
@@ -57,7 +78,6 @@ class Denoiser(ModelMixin, ConfigMixin):
         """(height, width) of the frames it was trained on; None only for a model of format 1."""
         self.net = UNet(3 * (context + 1), 3, net)
         self.cond = Conditioner(self.spec, context, net.action_dim, net.cond_dim)
-        self.autocast_dtype: torch.dtype | None = None  # bf16 on CUDA, set by the caller
 
     @classmethod
     def build(cls, net: NetworkConfig, diffusion: DiffusionConfig, spec: ControlSpec, context: int,
@@ -71,37 +91,24 @@ class Denoiser(ModelMixin, ConfigMixin):
         """The names of the registered arguments (config.json's keys besides the private ones)."""
         return [name for name in inspect.signature(cls.__init__).parameters if name != "self"]
 
-    def compile_network(self, mode: str | None = None) -> None:
-        """Run F through torch.compile (mode "reduce-overhead" adds CUDA graphs). The compiled
-        wrapper is kept outside the module tree, so state_dict keys stay the same."""
-        self.__dict__["_compiled_net"] = torch.compile(self.net, mode=mode)
-
-    def _autocast(self, device: torch.device):
-        if self.autocast_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device.type, dtype=self.autocast_dtype)
-
     def inner(self, x: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor, ctx_sigma: torch.Tensor,
-              actions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+              actions: torch.Tensor, mask: torch.Tensor, speed: Speed = EAGER) -> torch.Tensor:
         """F's output for noisy x [B, 3, H, W] at sigma [B], in float32."""
         b, steps, c, h, w = context.shape
         sd = self.diffusion.sigma_data
         s = sigma[:, None, None, None]
         inp = torch.cat([edm.c_in(s, sd) * x, context.reshape(b, steps * c, h, w)], dim=1)  # [B, 3(L+1), H, W]
         cond = self.cond(edm.c_noise(sigma), ctx_sigma, actions, mask)
-        net = self.__dict__.get("_compiled_net", self.net)
-        with self._autocast(x.device):
-            out = net(inp, cond)
-        return out.float()
+        return speed(self.net, inp, cond)
 
     def forward(self, x: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor, ctx_sigma: torch.Tensor,
-                actions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+                actions: torch.Tensor, mask: torch.Tensor, speed: Speed = EAGER) -> torch.Tensor:
         """D: the denoised estimate of the next frame, [B, 3, H, W] in [-1, 1] units."""
         s = sigma[:, None, None, None]
         sd = self.diffusion.sigma_data
-        return edm.c_skip(s, sd) * x + edm.c_out(s, sd) * self.inner(x, sigma, context, ctx_sigma, actions, mask)
+        return edm.c_skip(s, sd) * x + edm.c_out(s, sd) * self.inner(x, sigma, context, ctx_sigma, actions, mask, speed)
 
-    def loss(self, batch: Batch, generator: torch.Generator | None = None) -> torch.Tensor:
+    def loss(self, batch: Batch, generator: torch.Generator | None = None, speed: Speed = EAGER) -> torch.Tensor:
         """EDM loss on the last frame of each window, given the L frames and actions before it,
         with context noise augmentation (and diffusion.motion_weight on the pixels that change).
         Computed on F's output: lambda(sigma) ||D - y||^2 equals ||F - (y - c_skip x) / c_out||^2
@@ -117,7 +124,7 @@ class Denoiser(ModelMixin, ConfigMixin):
         target = frames[:, L] - self.base(context)  # against the context as the network sees it
         s = sigma[:, None, None, None]
         x = target + s * noise
-        out = self.inner(x, sigma, context, ctx_sigma, batch.actions[:, :L], batch.mask[:, :L])
+        out = self.inner(x, sigma, context, ctx_sigma, batch.actions[:, :L], batch.mask[:, :L], speed)
         target_f = (target - edm.c_skip(s, cfg.sigma_data) * x) / edm.c_out(s, cfg.sigma_data)
         err = (out - target_f) ** 2
         if cfg.motion_weight > 0:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from dreamcade.model.denoiser import Denoiser
+from dreamcade.model.denoiser import Denoiser, Speed
 from dreamcade.model.runtime import DEVICES, DeviceError
 
 
@@ -28,13 +28,12 @@ def autocast_dtype(device: torch.device, precision: str = "auto") -> torch.dtype
 
 
 def configure(model: Denoiser, device: torch.device, precision: str = "auto", channels_last: bool = True,
-              compile: bool = False, compile_mode: str | None = None) -> Denoiser:
-    """Move the model to `device` and apply the speed switches: autocast around the network only,
-    channels_last memory, torch.compile of the network (mode "reduce-overhead" uses CUDA graphs)."""
+              compile: bool = False, compile_mode: str | None = None) -> tuple[Denoiser, Speed]:
+    """The model on `device` (in channels_last memory when asked: a layout of its weights), and
+    the Speed to call it with: autocast around the network only, and torch.compile of the network
+    (mode "reduce-overhead" uses CUDA graphs). Nothing is set on the model."""
     model = model.to(device)
-    model.autocast_dtype = autocast_dtype(device, precision)
     if channels_last:
         model.net = model.net.to(memory_format=torch.channels_last)
-    if compile:
-        model.compile_network(compile_mode)
-    return model
+    network = torch.compile(model.net, mode=compile_mode) if compile else None
+    return model, Speed(autocast_dtype(device, precision), network)

@@ -15,6 +15,7 @@ import torch
 from dreamcade.dataset.pixels import LEVEL, quantize
 from dreamcade.model import edm
 from dreamcade.model.config import SamplerConfig, context_noise_used
+from dreamcade.model.denoiser import EAGER, Speed
 
 Denoise = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 __all__ = ["schedule", "sample", "next_frame"]
@@ -55,9 +56,10 @@ def sample(denoise: Denoise, noise: torch.Tensor, sigmas: torch.Tensor, method: 
 
 @torch.no_grad()
 def next_frame(denoiser, context: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None,
-               sampler: SamplerConfig, generator: torch.Generator | None = None) -> torch.Tensor:
+               sampler: SamplerConfig, generator: torch.Generator | None = None, speed: Speed = EAGER) -> torch.Tensor:
     """The next frame after `context` [B, L, 3, H, W] (in [-1, 1]) under `actions` [B, L, A],
-    from a Denoiser: sampled in sampler.steps steps and rounded to 8-bit levels; [B, 3, H, W]."""
+    from a Denoiser run at `speed`: sampled in sampler.steps steps and rounded to 8-bit levels;
+    [B, 3, H, W]."""
     b, L, c, h, w = context.shape
     dev = context.device
     mask = torch.ones(b, L, dtype=torch.bool, device=dev) if mask is None else mask
@@ -67,7 +69,7 @@ def next_frame(denoiser, context: torch.Tensor, actions: torch.Tensor, mask: tor
     last = context[:, -1]
     context, ctx_sigma = denoiser.noisy_context(context, generator, level)
     base = denoiser.base(context)  # as in training: the last frame as the network sees it
-    x = sample(lambda x, s: denoiser(x, s, context, ctx_sigma, actions, mask), noise, sigmas,
+    x = sample(lambda x, s: denoiser(x, s, context, ctx_sigma, actions, mask, speed), noise, sigmas,
                sampler.method, sampler.churn, generator)
     return hold(quantize((base + x).clamp(-1, 1)), last, sampler.hold_levels)
 

@@ -16,7 +16,7 @@ import torch
 from dreamcade.dataset.controls import ControlSpec
 from dreamcade.dataset.pixels import hwc_to_model, model_to_hwc
 from dreamcade.model.config import SamplerConfig
-from dreamcade.model.denoiser import Denoiser
+from dreamcade.model.denoiser import EAGER, Denoiser, Speed
 from dreamcade.model.sampler import next_frame
 
 
@@ -34,10 +34,10 @@ class Predictor(Protocol):
 
 def predict_next(model: Denoiser | Predictor, context: torch.Tensor, actions: torch.Tensor,
                  mask: torch.Tensor | None, sampler: SamplerConfig,
-                 generator: torch.Generator | None = None) -> torch.Tensor:
-    """The next frame [B, 3, H, W] from a Denoiser (sampled) or a Predictor."""
+                 generator: torch.Generator | None = None, speed: Speed = EAGER) -> torch.Tensor:
+    """The next frame [B, 3, H, W] from a Denoiser (sampled, run at `speed`) or a Predictor."""
     if isinstance(model, Denoiser):
-        return next_frame(model, context, actions, mask, sampler, generator)
+        return next_frame(model, context, actions, mask, sampler, generator, speed)
     return model.next_frame(context, actions, mask, sampler, generator)
 
 
@@ -46,12 +46,13 @@ class WorldModelEnv:
 
     `actions[:, i]` is the input held after `frames[:, i]`; the one after the newest frame is
     the argument of the next step(). The sampler settings (steps, context noise, method) can be
-    changed between steps.
+    changed between steps. `speed`: how a Denoiser's network runs (model.device.configure's).
     """
 
     def __init__(self, model: Denoiser | Predictor, sampler: SamplerConfig, device: torch.device | str = "cpu",
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, speed: Speed = EAGER) -> None:
         self.model = model.eval() if isinstance(model, torch.nn.Module) else model
+        self.speed = speed
         self.sampler = SamplerConfig(**vars(sampler))
         self.device = torch.device(device)
         self.L, self.A = model.context, len(model.spec)
@@ -95,7 +96,7 @@ class WorldModelEnv:
         a = torch.as_tensor(np.asarray(action, np.float32) if not torch.is_tensor(action) else action)
         a = a.to(self.device).float().reshape(-1, self.A).expand(self.batch_size, self.A)
         self.actions[:, -1] = a
-        nxt = predict_next(self.model, self.frames, self.actions, self.mask, self.sampler, self.generator)
+        nxt = predict_next(self.model, self.frames, self.actions, self.mask, self.sampler, self.generator, self.speed)
         self.frames = torch.cat([self.frames[:, 1:], nxt[:, None]], dim=1)  # [B, L, 3, H, W]
         self.actions = torch.cat([self.actions[:, 1:], torch.zeros_like(self.actions[:, :1])], dim=1)
         self.mask = torch.cat([self.mask[:, 1:], torch.ones_like(self.mask[:, :1])], dim=1)

@@ -268,11 +268,15 @@ def test_ram_and_stream_modes_give_identical_windows(stores):
     assert auto.mode == "stream"
 
 
-def test_float_frames_and_batch_to(stores):
-    ds = WindowDataset(stores, context=2, split="all", as_float=True)
-    b = ds.__getitems__([0, 1])
-    assert b.frames.dtype == torch.float32 and b.frames.min() >= -1 and b.frames.max() <= 1
-    assert b.to("cpu").frames.shape == b.frames.shape
+def test_float_frames_are_the_model_conversion_of_the_stored_levels(stores):
+    from dreamcade.dataset.pixels import to_model, to_uint8
+
+    levels = WindowDataset(stores, context=2, split="all").__getitems__([0, 5])
+    floats = WindowDataset(stores, context=2, split="all", as_float=True).__getitems__([0, 5])
+    assert floats.frames.dtype == torch.float32 and torch.equal(floats.frames, to_model(levels.frames))
+    assert torch.equal(levels.frames_float(), floats.frames) and torch.equal(to_uint8(floats.frames), levels.frames)
+    moved = floats.to("cpu")
+    assert all(torch.equal(getattr(moved, k), getattr(floats, k)) for k in ("frames", "actions", "mask"))
 
 
 def test_loader_is_seeded_and_the_same_with_workers(stores):

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from conftest import run_cli
+from dreamcade.dataset import open_store
 from dreamcade.files.inference import load_for_inference
 from dreamcade.model.runtime import Runtime
 from dreamcade.model.sampler import next_frame
@@ -38,22 +39,23 @@ def test_a_tiny_training_in_bf16_on_cuda_then_resume(cuda_run, block_store):
 
 def test_the_sampler_under_compile_and_cuda_graphs_matches_eager(cuda_run):
     run = cuda_run[0]
-    eager, cfg, _, dev = load_for_inference(run, Runtime("cuda"))
-    graphs, _, _, _ = load_for_inference(run, Runtime("cuda", compile=True))
+    eager, cfg, _, dev, plain = load_for_inference(run, Runtime("cuda"))
+    graphs, _, _, _, fast = load_for_inference(run, Runtime("cuda", compile=True))
     L, s = cfg.data.context, 16
     g = torch.Generator(dev).manual_seed(0)
     ctx = torch.rand(2, L, 3, s, s, device=dev, generator=g) * 2 - 1
     act = torch.zeros(2, L, len(eager.spec), device=dev)
     frames = []
-    for model in (eager, graphs, graphs, graphs):  # the compiled one replays its graphs
-        frames.append(next_frame(model, ctx, act, None, cfg.sampler, torch.Generator(dev).manual_seed(1)))
+    for model, speed in ((eager, plain), (graphs, fast), (graphs, fast), (graphs, fast)):  # graphs replayed
+        frames.append(next_frame(model, ctx, act, None, cfg.sampler, torch.Generator(dev).manual_seed(1), speed))
     for f in frames[1:]:
         assert (f - frames[0]).abs().max().item() <= 4 / 127.5 + 1e-6  # bf16 kernels differ by a level or two
 
 
 def test_the_play_loop_runs_headless_on_cuda(cuda_run, tmp_path):
     run, store, _ = cuda_run
-    proc = run_cli("play.py", "--checkpoint", str(run), "--data", str(store), "--device", "cuda", "--frames", "30",
-                   "--fps", "0", "--compile", "--save-dir", str(tmp_path),
-                   env={"SDL_VIDEODRIVER": "dummy", "SDL_AUDIODRIVER": "dummy"})
-    assert proc.returncode == 0
+    run_cli("play.py", "--checkpoint", str(run), "--data", str(store), "--device", "cuda", "--frames", "30",
+            "--fps", "0", "--compile", "--save", str(tmp_path / "s.zarr"), "--save-dir", str(tmp_path),
+            env={"SDL_VIDEODRIVER": "dummy", "SDL_AUDIODRIVER": "dummy"})
+    session = open_store(tmp_path / "s.zarr")  # what the compiled model played on the GPU, frame by frame
+    assert len(session) >= 30 and session.frame_shape == open_store(store).frame_shape

@@ -2,6 +2,7 @@
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from dreamcade.model.config import Config, ConfigError
 from dreamcade.files.config_file import apply_override, load_config
 from dreamcade.model.denoiser import Denoiser
 from dreamcade.model.world_env import WorldModelEnv
-from dreamcade.dataset.pixels import quantize
+from dreamcade.dataset.pixels import LEVEL, quantize
 from dreamcade.model.sampler import next_frame, sample
 
 SPEC = ControlSpec((Control("left"), Control("right"), Control("dx", "continuous", "mouse:dx", -20, 20)))
@@ -317,15 +318,21 @@ def test_world_model_env_rolls_its_buffers():
         WorldModelEnv(model, cfg.sampler).step([0, 0, 0])
 
 
-def test_residual_base_is_the_last_frame():
+def test_a_residual_model_samples_the_change_from_the_last_frame():
+    """Two models with the same (zero-initialised) network sample the same quantity from the same
+    noise; the residual one adds it to the last context frame, the other is that quantity alone."""
     cfg = tiny_cfg()
-    model = make_model(cfg=cfg)  # zero-initialised output: the residual is pure sampler noise
-    b = random_batch(b=2)
-    ctx = b.frames_float()[:, :2]
-    assert torch.equal(model.base(ctx), ctx[:, -1])
+    residual = make_model(cfg=cfg)
     cfg.diffusion.residual = False
     plain = make_model(cfg=cfg)
-    assert (plain.base(ctx) == 0).all()
+    b = random_batch(b=2)
+    ctx = b.frames_float()[:, :2] * 0.5  # away from the clamp at -1 and 1
+    sampler = replace(cfg.sampler, sigma_max=0.05, context_noise=0.0, hold_levels=0)
+    a = next_frame(residual, ctx, b.actions[:, :2], b.mask[:, :2], sampler, torch.Generator().manual_seed(4))
+    p = next_frame(plain, ctx, b.actions[:, :2], b.mask[:, :2], sampler, torch.Generator().manual_seed(4))
+    last = ctx[:, -1]
+    assert (a - last - p).abs().max() <= 2 * LEVEL + 1e-6  # the same sample, on the last frame
+    assert (p - last).abs().mean() > 0.1 and p.abs().max() < 0.2  # and not on it without the residual
 
 
 # -- config --------------------------------------------------------------------------------------
@@ -380,7 +387,6 @@ def test_hold_keeps_the_last_value_of_pixels_that_barely_changed():
 def test_the_sampler_under_torch_compile_on_the_cpu_gives_the_eager_frames():
     """`--compile` on the CPU (inductor): the same frames as eager, to a level. (It once failed
     at the first frame: the compiled module was tested for truth, which it does not support.)"""
-    from dataclasses import replace
 
     from dreamcade.model.device import configure
 
@@ -391,16 +397,18 @@ def test_the_sampler_under_torch_compile_on_the_cpu_gives_the_eager_frames():
     with torch.no_grad():
         for p in eager.parameters():  # away from the zero-initialised output: frames that differ
             p.add_(torch.randn_like(p) * 0.05)
-    compiled = configure(Denoiser.build(cfg.model, cfg.diffusion, spec, cfg.data.context, (16, 16)), torch.device("cpu"),
-                         compile=True)
+    compiled, fast = configure(Denoiser.build(cfg.model, cfg.diffusion, spec, cfg.data.context, (16, 16)),
+                               torch.device("cpu"), compile=True)
     compiled.load_state_dict(eager.state_dict())
-    eager = configure(eager, torch.device("cpu")).eval()
-    compiled.eval()
+    eager, plain = configure(eager, torch.device("cpu"))
+    eager.eval(), compiled.eval()
     g = torch.Generator().manual_seed(0)
     ctx = torch.rand(2, cfg.data.context, 3, 16, 16, generator=g) * 2 - 1
     act = torch.zeros(2, cfg.data.context, 3)
     sampler = replace(cfg.sampler, steps=3, hold_levels=0)
-    a = next_frame(eager, ctx, act, None, sampler, torch.Generator().manual_seed(1))
-    b = next_frame(compiled, ctx, act, None, sampler, torch.Generator().manual_seed(1))
-    assert "_compiled_net" in compiled.__dict__ and (a - ctx[:, -1]).abs().max() > 0.1
+    a = next_frame(eager, ctx, act, None, sampler, torch.Generator().manual_seed(1), plain)
+    b = next_frame(compiled, ctx, act, None, sampler, torch.Generator().manual_seed(1), fast)
+    assert plain.network is None and fast.network is not None and (a - ctx[:, -1]).abs().max() > 0.1
+    hidden = [k for k, v in vars(compiled).items() if isinstance(v, torch.nn.Module)]
+    assert hidden == [], f"speed switches are arguments of the call, not kept on the model: {hidden}"
     assert (a - b).abs().max().item() <= 1 / 127.5 + 1e-6

@@ -158,6 +158,54 @@ def test_dreamcade_lists_the_jobs_in_order_and_each_job_has_its_help():
     assert proc.returncode == 2 and "record, data, train" in proc.stderr
 
 
+def every_parser() -> list:
+    """The argument parser of every job and subcommand, as the commands build them (their
+    parse_args is stopped before it reads anything)."""
+    import argparse
+    import importlib
+
+    from dreamcade.cli import JOBS as jobs
+
+    class Built(Exception):
+        pass
+
+    def stop(self, *args, **kwargs):
+        seen.append(self)
+        raise Built
+
+    seen, out = [], []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(argparse.ArgumentParser, "parse_args", stop)
+        mp.setattr(argparse.ArgumentParser, "parse_intermixed_args", stop)
+        for name, module, _ in jobs:
+            try:
+                importlib.import_module(module).main([], prog=f"dreamcade {name}")
+            except Built:
+                pass
+
+    def walk(p):
+        out.append(p)
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for sub in a.choices.values():
+                    walk(sub)
+    for p in seen:
+        walk(p)
+    return out
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    """Generated from the parsers, so no option can be added without its help (the docs point
+    at --help for the option lists)."""
+    parsers = every_parser()
+    assert {p.prog for p in parsers} >= {"dreamcade record env", "dreamcade record screen", "dreamcade data build",
+                                         "dreamcade train", "dreamcade distill", "dreamcade play", "dreamcade eval drift",
+                                         "dreamcade eval sweep", "dreamcade eval video", "dreamcade export", "dreamcade demo"}
+    bare = [f"{p.prog} {'/'.join(a.option_strings) or a.dest}" for p in parsers for a in p._actions
+            if a.help is None and a.dest != "help" and not a.__class__.__name__.startswith("_SubParsers")]
+    assert bare == []
+
+
 def test_help_imports_neither_torch_nor_pygame():
     """--help of every job is instant: nothing heavy is imported before the work starts."""
     code = ("import sys; from dreamcade.cli import main\n"

@@ -4,6 +4,7 @@ the device, the precision and the speed switches."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -11,14 +12,24 @@ from dreamcade.dataset.controls import ControlSpec
 from dreamcade.files.checkpoint import check_spec, load_model
 from dreamcade.files.world import is_world, load_world
 from dreamcade.model.config import Config
-from dreamcade.model.denoiser import Denoiser
+from dreamcade.model.denoiser import Denoiser, Speed
 from dreamcade.model.device import configure, resolve_device
 from dreamcade.model.runtime import Runtime
 
 
+class Loaded(NamedTuple):
+    """A model ready to run: call it with `speed` (autocast, compiled network)."""
+
+    model: Denoiser
+    cfg: Config
+    meta: dict
+    device: torch.device
+    speed: Speed
+
+
 def load_for_inference(path: str | Path, runtime: Runtime = Runtime(),
-                       expect_spec: ControlSpec | None = None) -> tuple[Denoiser, Config, dict, torch.device]:
-    """(model in eval mode on its device, config, metadata, device) from a world folder
+                       expect_spec: ControlSpec | None = None) -> Loaded:
+    """(model in eval mode on its device, config, metadata, device, speed) from a world folder
     (dreamcade.files.world), a run folder or a model file, set up as `runtime` says (its compile
     uses CUDA graphs on CUDA: torch.compile mode "reduce-overhead"). CheckpointError names the
     file; DeviceError a device that is not here."""
@@ -30,5 +41,5 @@ def load_for_inference(path: str | Path, runtime: Runtime = Runtime(),
     else:
         model, cfg, meta = load_model(path, "cpu", expect_spec)
     mode = "reduce-overhead" if runtime.compile and dev.type == "cuda" else None
-    model = configure(model, dev, runtime.precision, runtime.channels_last, runtime.compile, mode)
-    return model.eval(), cfg, meta, dev
+    model, speed = configure(model, dev, runtime.precision, runtime.channels_last, runtime.compile, mode)
+    return Loaded(model.eval(), cfg, meta, dev, speed)

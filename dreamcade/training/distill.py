@@ -37,7 +37,7 @@ from dreamcade.dataset.batch import Batch
 from dreamcade.eval.metrics import mse, psnr_from_mse
 from dreamcade.files.checkpoint import check_spec, load_model
 from dreamcade.model.config import Config, ConfigError
-from dreamcade.model.denoiser import Denoiser
+from dreamcade.model.denoiser import EAGER, Denoiser, Speed
 from dreamcade.model.device import configure
 from dreamcade.model.runtime import Runtime
 from dreamcade.model.sampler import next_frame, sample, schedule
@@ -63,7 +63,7 @@ def student_config(teacher: Config, name: str, out_dir: str, settings: DistillSe
 
 
 def distill_loss(teacher: Denoiser, student: Denoiser, batch: Batch, teacher_sampler, student_sampler,
-                 generator: torch.Generator | None = None) -> torch.Tensor:
+                 generator: torch.Generator | None = None, speed: Speed = EAGER) -> torch.Tensor:
     """Mean squared difference (motion-weighted as the teacher was trained) between the
     student's sample and the teacher's from the same noise, past frames and actions; both in the
     residual space the sampler integrates in."""
@@ -73,9 +73,9 @@ def distill_loss(teacher: Denoiser, student: Denoiser, batch: Batch, teacher_sam
     actions, mask = batch.actions[:, :L], batch.mask[:, :L]
     noise = torch.randn(frames[:, L].shape, device=dev, generator=generator)
     with torch.no_grad():
-        target = sample(lambda x, s: teacher(x, s, context, ctx_sigma, actions, mask), noise,
+        target = sample(lambda x, s: teacher(x, s, context, ctx_sigma, actions, mask, speed), noise,
                         schedule(teacher_sampler, dev), teacher_sampler.method)
-    out = sample(lambda x, s: student(x, s, context, ctx_sigma, actions, mask), noise,
+    out = sample(lambda x, s: student(x, s, context, ctx_sigma, actions, mask, speed), noise,
                  schedule(student_sampler, dev), student_sampler.method)
     err = (out - target) ** 2
     if teacher.diffusion.motion_weight > 0:
@@ -97,10 +97,10 @@ def held_out_psnr(ds, predict, device: torch.device, windows: int = 256) -> floa
     return float(psnr_from_mse(torch.cat(errors).mean()))
 
 
-def sampled(model: Denoiser, sampler, seed: int):
+def sampled(model: Denoiser, sampler, seed: int, speed: Speed = EAGER):
     """predict() for held_out_psnr: the model's next frame in its sampler's steps."""
     g = torch.Generator(next(model.parameters()).device).manual_seed(seed)
-    return lambda context, actions, mask: next_frame(model, context, actions, mask, sampler, g)
+    return lambda context, actions, mask: next_frame(model, context, actions, mask, sampler, g, speed)
 
 
 def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_dir: str = "runs",
@@ -122,16 +122,17 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
               f"{cfg.train.steps} iterations of {cfg.train.batch_size} windows", file=sys.stderr)
 
         def task(cfg: Config, data, device: torch.device) -> Task:
-            frozen = configure(teacher, device, tcfg.train.precision, tcfg.train.channels_last).eval()
-            frozen.requires_grad_(False)
+            frozen, speed = configure(teacher, device, tcfg.train.precision, tcfg.train.channels_last)
+            frozen.eval().requires_grad_(False)
             student = copy.deepcopy(frozen).train().requires_grad_(True)
 
             def finish(saved: Denoiser, step: int, log) -> dict[str, str]:
                 record["minutes"] = round((time.time() - started) / 60, 2)  # of this process's part
                 if val_ds is not None:
                     seed = settings.seed
-                    figures = {"val/psnr": held_out_psnr(val_ds, sampled(saved, cfg.sampler, seed), device),
-                               "val/psnr_teacher": held_out_psnr(val_ds, sampled(frozen, tcfg.sampler, seed), device),
+                    figures = {"val/psnr": held_out_psnr(val_ds, sampled(saved, cfg.sampler, seed, speed), device),
+                               "val/psnr_teacher": held_out_psnr(val_ds, sampled(frozen, tcfg.sampler, seed, speed),
+                                                                 device),
                                "val/psnr_repeat_last": held_out_psnr(val_ds, lambda c, a, m: c[:, -1], device)}
                     log(step, figures)
                     record.update(val_psnr=figures["val/psnr"], val_psnr_teacher=figures["val/psnr_teacher"])
@@ -140,8 +141,8 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
                 (cfg.run_dir / "distill.json").write_text(json.dumps(record, indent=1) + "\n")
                 return {"distilled": json.dumps(record)}
 
-            loss = lambda batch: distill_loss(frozen, student, batch, tcfg.sampler, cfg.sampler)
-            return Task(student, loss, "distill", finish, int(meta.get("step", 0)))
+            loss = lambda batch: distill_loss(frozen, student, batch, tcfg.sampler, cfg.sampler, speed=speed)
+            return Task(student, loss, speed, "distill", finish, int(meta.get("step", 0)))
 
         code = train(cfg, train_ds, val_ds, resume_from, progress, task)
         if code:

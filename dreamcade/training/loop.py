@@ -25,7 +25,7 @@ from dreamcade.dataset.batch import Batch
 from dreamcade.files.checkpoint import load_training_state, rng_state, save_model
 from dreamcade.files.config_file import to_dict
 from dreamcade.model.config import Config, ConfigError
-from dreamcade.model.denoiser import Denoiser
+from dreamcade.model.denoiser import EAGER, Denoiser, Speed
 from dreamcade.model.device import configure, resolve_device
 from dreamcade.model.ema import make_ema, update_ema
 from dreamcade.training.parts import (Logger, LossModule, Rate, due, lr_at, make_optimizer, save_run, set_lr,
@@ -36,7 +36,8 @@ from dreamcade.training.samples import evaluate, save_samples
 @dataclass
 class Task:
     """What one run of the loop trains and saves: `model` (on the device), whose parameters the
-    optimizer moves and whose EMA the run saves; `loss` of a batch; `name`, the prefix of its
+    optimizer moves and whose EMA the run saves; `loss` of a batch; `speed`, how the model's
+    network runs (train.precision, train.compile), for its loss and the run's figures; `name`, the prefix of its
     figures in stats.jsonl; `finish(saved model, step, log)`, run once at the end by the first
     process (`log(step, figures)` writes to stats.jsonl), returns more metadata (strings) for the
     model folder; `model_step`, the step the model folder
@@ -44,6 +45,7 @@ class Task:
 
     model: Denoiser
     loss: Callable[[Batch], torch.Tensor]
+    speed: Speed = EAGER
     name: str = "train"
     finish: Callable[[Denoiser, int, Callable[[int, dict], None]], dict[str, str]] | None = None
     model_step: int | None = None
@@ -52,9 +54,9 @@ class Task:
 def denoising(cfg: Config, train_ds: WindowDataset, device: torch.device) -> Task:
     """Training a world model: a new denoiser for the data's frames, its own EDM loss."""
     t = cfg.train
-    model = configure(Denoiser.build(cfg.model, cfg.diffusion, train_ds.spec, cfg.data.context,
-                                     train_ds.frame_shape[:2]), device, t.precision, t.channels_last)
-    return Task(model, model.loss)
+    model, speed = configure(Denoiser.build(cfg.model, cfg.diffusion, train_ds.spec, cfg.data.context,
+                                            train_ds.frame_shape[:2]), device, t.precision, t.channels_last, t.compile)
+    return Task(model, lambda batch: model.loss(batch, speed=speed), speed)
 
 
 def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, resume_from: Path | None,
@@ -88,8 +90,6 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
                 print(f"note: the checkpoint was written by {state.get('processes', 1)} process(es) and this run has "
                       f"{world}: it goes on, but not as the uninterrupted run would have (another data order "
                       "and noise from here)", file=sys.stderr)
-    if t.compile:
-        denoiser.compile_network()
     loss_module, optimizer = accelerator.prepare(LossModule(denoiser, work.loss), optimizer)
     logger = Logger(cfg, run_dir, main_proc)
     per_epoch = len(train_ds) // (t.batch_size * world)  # batches of each process
@@ -136,9 +136,10 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
                 logger.log(step, {f"{work.name}/{k}": v for k, v in stats.items()})
                 bar.set_postfix(loss=f"{stats['loss']:.4f}", steps_s=f"{steps_s:.2f}", samples_s=f"{samples_s:.0f}")
             if main_proc and val_ds is not None and due(step, t.eval_every, t.steps):
-                logger.log(step, evaluate(ema, val_ds, cfg, device))
+                logger.log(step, evaluate(ema, val_ds, cfg, device, eager_speed(work.speed)))
             if main_proc and t.sample_every and due(step, t.sample_every, t.steps):
-                files = save_samples(ema, val_ds or train_ds, cfg, device, run_dir / "samples", step)
+                files = save_samples(ema, val_ds or train_ds, cfg, device, run_dir / "samples", step,
+                                     eager_speed(work.speed))
                 logger.media(step, files, train_ds.fps)
             if due(step, t.save_every, t.steps):
                 rngs = every_rng_state(world)  # every process takes part
@@ -161,6 +162,12 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
         print(f"done: {run_dir / 'model'} (step {step})", file=sys.stderr)
         write_world(run_dir)
     return 0
+
+
+def eager_speed(speed: Speed) -> Speed:
+    """The speed for the EMA's figures: the training's autocast, without its compiled network
+    (which is the trained model's, not the EMA's)."""
+    return Speed(speed.autocast)
 
 
 def every_rng_state(world: int) -> list[tuple[dict, dict]]:
