@@ -50,7 +50,9 @@ def test_tiny_run_writes_every_artifact(tmp_path, block_store):
     assert video.shape == (8, 64, 128, 3)  # 8 frames, real | generated, upscaled 4x
     model, cfg, meta = load_model(run)
     assert meta["step"] == "20" and cfg.train.steps == 20 and model.spec.names[0] == "NOOP"
-    assert all(k in meta for k in ("config", "control_spec", "format", "software_version"))
+    assert all(k in meta for k in ("format", "format_version", "software_version"))
+    saved = json.loads((run / "model" / "config.json").read_text())  # the model's own arguments
+    assert saved["frame_size"] == [16, 16] and saved["control_spec"] == model.spec.to_dict()
     # a second start under the same name is refused; --resume at the end does nothing more
     proc = train_cli("--config", "configs/tiny.yaml", "--data", str(block_store), f"out_dir={tmp_path}", check=False)
     assert proc.returncode == 2 and "a run of this name exists; pass --resume" in proc.stderr

@@ -61,19 +61,10 @@ def denoising(cfg: Config, train_ds: WindowDataset, device: torch.device) -> Tas
 
 def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, resume_from: Path | None,
           progress: bool = True, task: Callable[[Config, WindowDataset, torch.device], Task] = denoising) -> int:
-    from accelerate import Accelerator
-
+    """Train `task` on `train_ds` to cfg.train.steps (from `resume_from` when given); 0, or 1
+    when the loss stops being finite. Every process of an accelerate launch runs this."""
     t = cfg.train
-    if t.threads > 0:
-        torch.set_num_threads(t.threads)
-    device = resolve_device(t.device)
-    accelerator = Accelerator(cpu=device.type == "cpu", gradient_accumulation_steps=t.grad_accum)
-    device, rank, main_proc = accelerator.device, accelerator.process_index, accelerator.is_main_process
-    world = accelerator.num_processes
-    seed = t.seed + rank  # the noise differs per process; the data order (t.seed) does not
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    random.seed(seed)
+    accelerator, device, rank, main_proc, world = start_process(cfg)
     run_dir = cfg.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     if main_proc:
@@ -82,16 +73,8 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
     denoiser = work.model
     ema, optimizer, step = make_ema(denoiser), make_optimizer(denoiser, cfg), 0
     if resume_from is not None:
-        state = load_training_state(resume_from, denoiser, ema, optimizer, rank)
-        step = state["step"]
-        if main_proc:
-            print(f"resuming from {resume_from} at step {step}", file=sys.stderr)
-            if state.get("processes", 1) != world:
-                print(f"note: the checkpoint was written by {state.get('processes', 1)} process(es) and this run has "
-                      f"{world}: it goes on, but not as the uninterrupted run would have (another data order "
-                      "and noise from here)", file=sys.stderr)
+        step = resume(resume_from, denoiser, ema, optimizer, rank, world, main_proc)
     loss_module, optimizer = accelerator.prepare(LossModule(denoiser, work.loss), optimizer)
-    logger = Logger(cfg, run_dir, main_proc)
     per_epoch = len(train_ds) // (t.batch_size * world)  # batches of each process
     if per_epoch == 0:
         raise ConfigError(f"{len(train_ds)} training windows, fewer than train.batch_size={t.batch_size} x "
@@ -100,20 +83,19 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
         print(f"{cfg.name}: {sum(p.numel() for p in denoiser.parameters()) / 1e6:.2f} M parameters, "
               f"{len(train_ds)} training windows ({train_ds.mode}), {len(val_ds) if val_ds else 0} validation, "
               f"on {device}, {world} process{'es' if world > 1 else ''}", file=sys.stderr)
+    logger = Logger(cfg, run_dir, main_proc)
     windows_log = open_windows_log(run_dir, rank) if t.log_windows else None
-
-    epoch, skip = divmod(step * t.grad_accum, per_epoch)
     bar = tqdm(total=t.steps, initial=step, unit="step", disable=not (progress and main_proc), dynamic_ncols=True)
-    rate = Rate(step)
+    rate, grad_norm = Rate(step), None
+    epoch, skip = divmod(step * t.grad_accum, per_epoch)
     while step < t.steps:
         loader = make_loader(train_ds, t.batch_size, seed=t.seed, epoch=epoch, skip_batches=skip,
                              num_workers=cfg.data.num_workers, weighting=cfg.data.weighting, rank=rank, world=world)
         for batch, windows in zip(loader, loader.batch_sampler):
             if windows_log is not None:
                 windows_log.write(json.dumps({"step": step + 1, "windows": windows}) + "\n")
-            batch = batch.to(device, non_blocking=True)
             with accelerator.accumulate(loss_module):
-                loss = loss_module(batch)
+                loss = loss_module(batch.to(device, non_blocking=True))
                 accelerator.backward(loss)
                 if accelerator.sync_gradients and cfg.optim.grad_clip > 0:
                     grad_norm = accelerator.clip_grad_norm_(loss_module.parameters(), cfg.optim.grad_clip)
@@ -128,19 +110,9 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
                 print(f"error: the loss is {loss.item()} at step {step}; lower optim.lr", file=sys.stderr)
                 return 1
             if due(step, t.log_every, t.steps):
-                steps_s = rate(step)
-                samples_s = steps_s * t.batch_size * t.grad_accum * accelerator.num_processes
-                stats = {"loss": loss.item(), "lr": lr_at(step, cfg),
-                         "grad_norm": float(grad_norm) if cfg.optim.grad_clip > 0 else None,
-                         "steps_per_s": steps_s, "samples_per_s": samples_s}
-                logger.log(step, {f"{work.name}/{k}": v for k, v in stats.items()})
-                bar.set_postfix(loss=f"{stats['loss']:.4f}", steps_s=f"{steps_s:.2f}", samples_s=f"{samples_s:.0f}")
-            if main_proc and val_ds is not None and due(step, t.eval_every, t.steps):
-                logger.log(step, evaluate(ema, val_ds, cfg, device, eager_speed(work.speed)))
-            if main_proc and t.sample_every and due(step, t.sample_every, t.steps):
-                files = save_samples(ema, val_ds or train_ds, cfg, device, run_dir / "samples", step,
-                                     eager_speed(work.speed))
-                logger.media(step, files, train_ds.fps)
+                log_step(step, loss, grad_norm, rate(step), cfg, world, work.name, logger, bar)
+            if main_proc:
+                figures(step, ema, train_ds, val_ds, cfg, device, eager_speed(work.speed), logger)
             if due(step, t.save_every, t.steps):
                 rngs = every_rng_state(world)  # every process takes part
                 if main_proc:
@@ -162,6 +134,59 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
         print(f"done: {run_dir / 'model'} (step {step})", file=sys.stderr)
         write_world(run_dir)
     return 0
+
+
+def start_process(cfg: Config):
+    """This process's part: torch threads, the accelerator on the configured device, and the
+    seeds (the noise differs per process; the data order, train.seed, does not). Returns
+    (accelerator, device, rank, whether it is the first process, processes)."""
+    from accelerate import Accelerator
+
+    t = cfg.train
+    if t.threads > 0:
+        torch.set_num_threads(t.threads)
+    device = resolve_device(t.device)
+    accelerator = Accelerator(cpu=device.type == "cpu", gradient_accumulation_steps=t.grad_accum)
+    rank = accelerator.process_index
+    torch.manual_seed(t.seed + rank)
+    np.random.seed(t.seed + rank)
+    random.seed(t.seed + rank)
+    return accelerator, accelerator.device, rank, accelerator.is_main_process, accelerator.num_processes
+
+
+def resume(path: Path, model: Denoiser, ema: Denoiser, optimizer: torch.optim.Optimizer, rank: int, world: int,
+           main_proc: bool) -> int:
+    """Load a checkpoint into the model, EMA, optimizer and this process's RNG; its step."""
+    state = load_training_state(path, model, ema, optimizer, rank)
+    if main_proc:
+        print(f"resuming from {path} at step {state['step']}", file=sys.stderr)
+        if state.get("processes", 1) != world:
+            print(f"note: the checkpoint was written by {state.get('processes', 1)} process(es) and this run has "
+                  f"{world}: it goes on, but not as the uninterrupted run would have (another data order "
+                  "and noise from here)", file=sys.stderr)
+    return state["step"]
+
+
+def log_step(step: int, loss: torch.Tensor, grad_norm, steps_s: float, cfg: Config, world: int, name: str,
+             logger: Logger, bar) -> None:
+    """The step's figures in stats.jsonl (prefixed with the task's name) and on the progress bar."""
+    t = cfg.train
+    samples_s = steps_s * t.batch_size * t.grad_accum * world
+    stats = {"loss": loss.item(), "lr": lr_at(step, cfg), "grad_norm": None if grad_norm is None else float(grad_norm),
+             "steps_per_s": steps_s, "samples_per_s": samples_s}
+    logger.log(step, {f"{name}/{k}": v for k, v in stats.items()})
+    bar.set_postfix(loss=f"{stats['loss']:.4f}", steps_s=f"{steps_s:.2f}", samples_s=f"{samples_s:.0f}")
+
+
+def figures(step: int, ema: Denoiser, train_ds: WindowDataset, val_ds: WindowDataset | None, cfg: Config,
+            device: torch.device, speed: Speed, logger: Logger) -> None:
+    """What the first process reports when it is due: validation figures, samples."""
+    t = cfg.train
+    if val_ds is not None and due(step, t.eval_every, t.steps):
+        logger.log(step, evaluate(ema, val_ds, cfg, device, speed))
+    if t.sample_every and due(step, t.sample_every, t.steps):
+        files = save_samples(ema, val_ds or train_ds, cfg, device, cfg.run_dir / "samples", step, speed)
+        logger.media(step, files, train_ds.fps)
 
 
 def eager_speed(speed: Speed) -> Speed:
