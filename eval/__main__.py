@@ -240,7 +240,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
         ev = evaluate_model(x.model, x.sampler, ref, x.data, x.cases, settings, device, x.speed) if x.cases else None
         sess = sessions(x.seqs, ref, settings) if x.seqs else []
         ck = {"path": args.checkpoint, "step": int(x.meta.get("step", -1))} if x.meta else None
-        prov = provenance(command_line(), ck, x.data.stores, list(args.session), str(device), settings)
+        prov = provenance(command_line(args.argv), ck, x.data.stores, list(args.session), str(device), settings)
         m = drift_metrics(prov, ref, ev, sess, settings, sampler_summary(x.sampler, x.cfg, ref.notes))
         write_drift_report(tmp, m, ev, sess, ref, settings, args.videos)
     print_drift(m, out)
@@ -318,7 +318,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             ref.notes.append("the checkpoints have different contexts: each rolls out from its own first L frames")
         say = (lambda s: print(s, file=sys.stderr)) if settings.progress else (lambda s: None)
         rows, curves = run_sweep(models, args.context_noise, args.steps, ref, settings, device, say)
-        prov = provenance(command_line(), [{"path": m.name, "step": m.step} for m in models], models[0].data.stores,
+        prov = provenance(command_line(args.argv), [{"path": m.name, "step": m.step} for m in models], models[0].data.stores,
                           [], str(device), settings)
         m = {**prov, "checkpoint": None, "checkpoints": prov["checkpoint"], "notes": ref.notes,
              "reference": ref.summary(), "rows": rows, "curves": curves, "best": best(rows)}
@@ -372,6 +372,7 @@ def cmd_video(args: argparse.Namespace) -> int:
 
 def main(argv=None, prog: str = "dreamcade eval") -> int:
     args = parse_args(argv, prog)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what the report says was typed
     Runtime.from_args(args).apply_threads()
     work = {"drift": cmd_drift, "sweep": cmd_sweep, "video": cmd_video}[args.command]
     return boundary(lambda: work(args), f"interrupted: no {'clip' if args.command == 'video' else 'report'} "

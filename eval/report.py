@@ -61,7 +61,8 @@ def provenance(command: list[str], checkpoint: dict | None, data: list[str], ses
 
 
 def command_line(argv: list[str] | None = None) -> list[str]:
-    """How this evaluation was started, as a person would type it."""
+    """How this evaluation was started, as a person would type it: `argv` is what followed
+    `dreamcade eval` (by default this process's arguments)."""
     return ["dreamcade", "eval", *(sys.argv[1:] if argv is None else argv)]
 
 
