@@ -51,7 +51,7 @@ def start_game(env: dict, cores: set[int] | None) -> subprocess.Popen:
 
 def record(size: tuple[int, int], fps: float, seconds: float, out: Path, env: dict,
            core: set[int] | None) -> dict:
-    cmd = [sys.executable, "-m", "record", "screen", "--region", ",".join(map(str, REGION)),
+    cmd = [sys.executable, "-m", "dreamcade", "record", "screen", "--region", ",".join(map(str, REGION)),
            "--fps", str(fps), "--size", f"{size[0]}x{size[1]}", "--duration", str(seconds),
            "--controls", "platformer", "--out", str(out), "--quiet"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -396,14 +396,29 @@ def replace_folder(tmp: Path, target: Path) -> None:
     if target.exists():
         if _rename2(tmp, target, _EXCHANGE):
             _remove(tmp)
-        else:  # no renameat2 here: the old one steps aside first
+        else:  # no renameat2 here (macOS, NFS): the old one steps aside first, and comes back on a failure
             old = target.with_name(f".{target.name}.old-{os.getpid()}")
             os.rename(target, old)
-            os.rename(tmp, target)
+            try:
+                os.rename(tmp, target)
+            except BaseException:
+                os.rename(old, target)
+                raise
             _remove(old)
     else:
         os.rename(tmp, target)
     _fsync(target.parent)
+
+
+def remove_stale_copies(target: Path) -> None:
+    """Remove what replace_folder's writers that no longer run left beside `target`: their
+    `.NAME.tmp-PID` (a new folder never swapped in, or the old one swapped out) and, while `target`
+    is there, their `.NAME.old-PID`."""
+    for p in target.parent.glob(f".{glob_escape(target.name)}.*-*"):
+        kind, _, pid = p.name.rpartition("-")
+        if kind.endswith((".tmp", ".old")) and pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
+            if kind.endswith(".tmp") or target.exists():
+                _remove(p)
 
 
 def _rename2(a: Path, b: Path, flags: int) -> bool:

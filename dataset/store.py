@@ -341,7 +341,7 @@ def looks_like_store(path: Path) -> bool:
         return False
 
 
-SKIP_HINT = ("to leave out the episodes it touches, pass --skip-damaged (train.py: "
+SKIP_HINT = ("to leave out the episodes it touches, pass --skip-damaged (dreamcade train: "
              "data.skip_damaged=true)")
 
 

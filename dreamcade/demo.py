@@ -21,7 +21,9 @@ from pathlib import Path
 from dreamcade.dataset import StoreError, open_store
 from dreamcade.dataset.errors import boundary
 
-ROOT = Path(__file__).resolve().parent
+HOME = Path(__file__).resolve().parents[1]
+"""The folder that holds the dreamcade package (a clone's root, or site-packages): each stage
+finds the same dreamcade, installed or not, from the user's own folder."""
 
 
 def parse_args(argv=None, prog: str = "python demo.py") -> argparse.Namespace:
@@ -55,10 +57,11 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def run(cmd: list[str], what: str) -> None:
-    """Run one stage's command as a user would, from the repository root; stop on failure."""
+    """Run one stage's command as a user would, from the folder the demo runs in; stop on failure."""
     shown = " ".join(["python", *cmd])
     print(f"\n== {what}\n$ {shown}", flush=True)
-    proc = subprocess.run([sys.executable, *cmd], cwd=ROOT)
+    path = os.pathsep.join(p for p in (str(HOME), os.environ.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run([sys.executable, *cmd], env={**os.environ, "PYTHONPATH": path})
     if proc.returncode != 0:
         raise SystemExit(f"error: the {what} stage failed (exit {proc.returncode}); fix what it said and run "
                          "the demo again: finished stages are skipped")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from dreamcade.dataset.errors import boundary
 from dreamcade.eval.settings import add_options
@@ -29,10 +28,11 @@ def parse_args(argv=None, prog: str = "dreamcade distill") -> argparse.Namespace
 
 def main(argv=None, prog: str = "dreamcade distill") -> int:
     args = parse_args(argv, prog)
-    teacher = Path(args.checkpoint)
-    run = teacher.parent if teacher.suffix == ".safetensors" else teacher
-    name = args.name or f"{run.resolve().name}-{args.steps}step"
-    out_dir = args.out_dir or str(run.resolve().parent)
+    from dreamcade.files.checkpoint import model_home
+
+    run = model_home(args.checkpoint)
+    name = args.name or f"{run.name}-{args.steps}step"
+    out_dir = args.out_dir or str(run.parent)
 
     def work() -> int:
         from dreamcade.training.distill import distill

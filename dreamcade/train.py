@@ -1,6 +1,6 @@
-"""Train the world model: `python train.py --config configs/<preset>.yaml [key=value ...]`.
-
-One GPU (or the CPU) as it is; several through `accelerate launch train.py ...`. Everything goes
+"""Train the world model: `dreamcade train --config PRESET [key=value ...]` (a clone also runs
+`python train.py ...`). One GPU (or the CPU) as it is; several through `accelerate launch
+train.py ...` from a clone (docs/train.md). Everything goes
 to runs/<name>/: stats.jsonl, config.yaml, samples/, checkpoints/ (full state, resumable with
 --resume), model/ (the EMA weights that play and eval load) and, at the end,
 world/ (the same model as a world folder to share: `dreamcade export`).

@@ -60,7 +60,7 @@ what is measured:
                generated transition shows; its accuracy on real held-out transitions is the ceiling
 
 sessions: a store passed with --session is taken as generated frames with no ground truth (a
-saved play session, or any store written with dataset.StoreWriter): it gets the reference-free
+saved play session, or any store written with dreamcade.dataset.StoreWriter): it gets the reference-free
 figures only, against --data (or the checkpoint's training stores). With --session the model is
 not run; --checkpoint then only names the reference data.
 """

@@ -1,7 +1,7 @@
 """The configuration schema: one dataclass per component, every field documented where it is
 declared (unit, range) and its value rules beside it, in the section's `check()`.
 
-Reading YAML presets and `key.sub=value` overrides strictly: model/config_file.py.
+Reading YAML presets and `key.sub=value` overrides strictly: dreamcade/files/config_file.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A played session (play.py) as a store, which `dataset info` reads and eval scores like any
+"""A played session (dreamcade play) as a store, which `dreamcade data info` reads and eval scores like any
 recording: each episode the real context the model started from, then the generated frames."""
 
 from __future__ import annotations

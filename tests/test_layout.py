@@ -1,5 +1,5 @@
 """The house rules that code review alone would let slip: imports go one way (dataset <- record;
-dataset <- model <- files <- eval, play, training <- the commands of dreamcade/) and no module
+dataset <- model <- files <- eval <- play (and record), training <- the commands of dreamcade/) and no module
 imports itself back through others. Everything is dreamcade.<room>; in a clone the rooms
 dataset/, record/, model/, eval/, play/ are top-level folders (dreamcade/__init__ maps them)."""
 

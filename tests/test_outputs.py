@@ -7,6 +7,7 @@ where a second process is the point: a kill, a Ctrl-C, two writers at once.
 """
 
 import json
+import errno
 import os
 import shutil
 import signal
@@ -581,3 +582,39 @@ def test_nothing_that_exists_is_changed_by_any_writer_but_with_overwrite_onto_it
                     f"{name} onto a {kind} (overwrite={overwrite}) changed something: {err}"
                 checked += 1
     assert checked == 80
+
+
+def test_a_folder_swap_without_renameat2_puts_the_old_folder_back_when_it_fails(tmp_path, monkeypatch):
+    """replace_folder where the filesystem has no RENAME_EXCHANGE (macOS, NFS): the old folder
+    steps aside, and comes back when the new one cannot be moved in; what a dead writer left
+    beside it is removed by the next one."""
+    from dreamcade.dataset import outputs
+
+    target, tmp = tmp_path / "model", tmp_path / ".model.tmp-1"
+    for folder, text in ((target, "old"), (tmp, "new")):
+        folder.mkdir()
+        (folder / "weights").write_text(text)
+    monkeypatch.setattr(outputs, "_rename2", lambda *args: False)
+    real, calls = os.rename, []
+
+    def second_fails(a, b):
+        calls.append(b)
+        if len(calls) == 2:
+            raise OSError(errno.EIO, "the disk went away")
+        return real(a, b)
+
+    monkeypatch.setattr(os, "rename", second_fails)
+    with pytest.raises(OSError):
+        outputs.replace_folder(tmp, target)
+    monkeypatch.setattr(os, "rename", real)
+    assert (target / "weights").read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == [
+        ".model.tmp-1", "model"]
+    outputs.replace_folder(tmp, target)
+    assert (target / "weights").read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    for left in (f".model.tmp-{dead}", f".model.old-{dead}"):
+        (tmp_path / left).mkdir()
+    outputs.remove_stale_copies(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+

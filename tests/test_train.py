@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, in_process, run_cli
 from dreamcade.dataset import Control, ControlSpec, StoreWriter, WindowDataset
 from dreamcade.dataset import open_store
 from dreamcade.files.checkpoint import latest_checkpoint, load_model
@@ -387,6 +387,10 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     assert "distilled from" in card and f"dreamcade distill --checkpoint {teacher} --steps 1" in card
     proc = distill("--iterations", "2", check=False)
     assert proc.returncode == 2 and "a run of this name exists" in proc.stderr
+    for into in (["--name", "teacher"], ["--name", "x", "--out-dir", str(teacher)]):  # never into the teacher
+        err = in_process("distill", "--checkpoint", str(teacher), *into, "--iterations", "1", check=False).stderr
+        assert err.startswith("error: --name/--out-dir") and str(teacher) in err, err
+    assert (teacher / "model" / "config.json").is_file() and not (teacher / "x").exists()
     proc = run_cli("-m", "dreamcade", "distill", "--checkpoint", str(tmp_path / "nothing"), check=False)
     assert proc.returncode == 2 and "no such checkpoint" in proc.stderr
 

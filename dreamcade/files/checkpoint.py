@@ -26,7 +26,7 @@ from safetensors.torch import load_file, safe_open, save_file
 
 from dreamcade.dataset.controls import ControlSpec, SpecError
 from dreamcade.dataset.errors import UserError
-from dreamcade.dataset.outputs import fsync, replace_folder, write_file
+from dreamcade.dataset.outputs import fsync, remove_stale_copies, replace_folder, write_file
 from dreamcade.dataset.store import software_version
 from dreamcade.model.config import Config, ConfigError
 from dreamcade.files.config_file import from_dict, to_dict
@@ -91,6 +91,8 @@ def save_model(folder: str | Path, model: Denoiser, cfg: Config, step: int, extr
     folder = Path(folder)
     target = folder / MODEL_DIR
     tmp = folder / f".{MODEL_DIR}.tmp-{os.getpid()}"
+    if folder.is_dir():
+        remove_stale_copies(target)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
@@ -114,7 +116,8 @@ def model_folder(path: str | Path) -> Path:
     if path.is_file() and path.name == WEIGHTS_FILE:
         path = path.parent
     if path.is_dir():
-        for candidate in (path / MODEL_DIR, path):
+        aside = sorted(path.glob(f".{MODEL_DIR}.old-*"))  # a save cut short between two renames
+        for candidate in (path / MODEL_DIR, path, *([aside[-1]] if aside and not (path / MODEL_DIR).exists() else [])):
             if (candidate / CONFIG_FILE).is_file() or (candidate / WEIGHTS_FILE).is_file():
                 return candidate
         if (path / LEGACY_FILE).is_file():
@@ -124,6 +127,19 @@ def model_folder(path: str | Path) -> Path:
     if path.suffix == ".safetensors" and path.is_file():
         return path
     raise CheckpointError(f"{path}: no such checkpoint; pass a run folder (runs/<name>) or a world folder")
+
+
+def model_home(path: str | Path) -> Path:
+    """The run (or world) folder a model path belongs to: a model file's or a model/ folder's
+    parent, and a run's own world/ is its run's."""
+    p = Path(path).resolve()
+    if p.is_file():
+        p = p.parent
+    if p.name == MODEL_DIR and (p / CONFIG_FILE).is_file():
+        p = p.parent
+    if p.name == "world" and (p.parent / "config.yaml").is_file():
+        p = p.parent
+    return p
 
 
 def has_model(folder: str | Path) -> bool:

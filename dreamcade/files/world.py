@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from dreamcade.dataset.store import Store, StoreError, StoreWriter, open_store, software_version, store_exists
-from dreamcade.files.checkpoint import CONFIG_FILE, MODEL_DIR, CheckpointError, load_model, save_model
+from dreamcade.files.checkpoint import CONFIG_FILE, MODEL_DIR, CheckpointError, load_model, model_home, save_model
 from dreamcade.files.frames import check_frames
 from dreamcade.model.config import Config
 from dreamcade.model.denoiser import Denoiser
@@ -175,7 +175,7 @@ def export_world(run: str | Path, out: str | Path, data: list[str] | None = None
     if not paths or missing:
         raise StoreError(f"the run's training data ({', '.join(missing or ['none recorded'])}) is not here to "
                          "take start contexts from; pass --data STORE (recordings of the game, its control spec)")
-    run_dir = run.parent if run.suffix == ".safetensors" else run
+    run_dir = model_home(run)
     output = Output(out, what="world folder", inputs=paths, around=[run_dir], overwrite=overwrite,
                     replaces=is_world)
     stores = [open_store(p, expect_spec=denoiser.spec) for p in paths]

@@ -35,7 +35,8 @@ import torch
 
 from dreamcade.dataset.batch import Batch
 from dreamcade.eval.metrics import mse, psnr_from_mse
-from dreamcade.files.checkpoint import check_spec, load_model
+from dreamcade.dataset.outputs import check_apart
+from dreamcade.files.checkpoint import check_spec, load_model, model_home
 from dreamcade.model.config import Config, ConfigError
 from dreamcade.model.denoiser import EAGER, Denoiser, Speed
 from dreamcade.model.device import configure
@@ -110,6 +111,7 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
     teacher, tcfg, meta = load_model(checkpoint)
     settings.check(tcfg.sampler.steps)
     cfg = student_config(tcfg, name, out_dir, settings, runtime)
+    check_apart(cfg.run_dir, [model_home(checkpoint)], "--name/--out-dir")  # never into the teacher
     with run_output(cfg):  # checked and locked: a second distillation of this name is refused
         resume_from = prepare_run(cfg, resume, "--name <new name>")
         train_ds, val_ds = build_data(tcfg)
@@ -142,7 +144,7 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
                 return {"distilled": json.dumps(record)}
 
             loss = lambda batch: distill_loss(frozen, student, batch, tcfg.sampler, cfg.sampler, speed=speed)
-            return Task(student, loss, speed, "distill", finish, int(meta.get("step", 0)))
+            return Task(student, loss, speed, "distill", finish, int(meta.get("step", 0)), figures=False)
 
         code = train(cfg, train_ds, val_ds, resume_from, progress, task)
         if code:

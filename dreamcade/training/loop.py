@@ -41,7 +41,8 @@ class Task:
     figures in stats.jsonl; `finish(saved model, step, log)`, run once at the end by the first
     process (`log(step, figures)` writes to stats.jsonl), returns more metadata (strings) for the
     model folder; `model_step`, the step the model folder
-    records when it is not the loop's (a student records its teacher's)."""
+    records when it is not the loop's (a student records its teacher's); `figures`: the loop's
+    validation figures and samples (a task that measures itself in `finish` turns them off)."""
 
     model: Denoiser
     loss: Callable[[Batch], torch.Tensor]
@@ -49,6 +50,7 @@ class Task:
     name: str = "train"
     finish: Callable[[Denoiser, int, Callable[[int, dict], None]], dict[str, str]] | None = None
     model_step: int | None = None
+    figures: bool = True
 
 
 def denoising(cfg: Config, train_ds: WindowDataset, device: torch.device) -> Task:
@@ -111,7 +113,7 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
                 return 1
             if due(step, t.log_every, t.steps):
                 log_step(step, loss, grad_norm, rate(step), cfg, world, work.name, logger, bar)
-            if main_proc:
+            if main_proc and work.figures:
                 figures(step, ema, train_ds, val_ds, cfg, device, eager_speed(work.speed), logger)
             if due(step, t.save_every, t.steps):
                 rngs = every_rng_state(world)  # every process takes part

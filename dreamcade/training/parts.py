@@ -1,5 +1,5 @@
-"""What the training loop in train.py is made of: the data, the loss module DDP syncs through,
-the optimizer and its schedule, the run folder, the log. The loop itself stays in train.py."""
+"""What the training loop (dreamcade.training.loop) is made of: the data, the loss module DDP
+syncs through, the optimizer and its schedule, the run folder, the log."""
 
 from __future__ import annotations
 
@@ -87,9 +87,9 @@ def run_output(cfg: Config) -> contextlib.AbstractContextManager:
 
 def is_run_folder(path: Path) -> bool:
     """A folder that holds nothing but what a run writes (or nothing), counting what a killed run
-    left of them: `.world.partial-PID`, `.world.lock`, `.model.tmp-PID`."""
+    left of them: `.world.partial-PID`, `.world.lock`, `.model.tmp-PID`, `.model.old-PID`."""
     def made_by_a_run(name: str) -> bool:
-        base = name.lstrip(".").split(".partial-")[0].split(".tmp-")[0].removesuffix(".lock")
+        base = name.lstrip(".").split(".partial-")[0].split(".tmp-")[0].split(".old-")[0].removesuffix(".lock")
         return name in RUN_FILES or (name.startswith(".") and base in RUN_FILES)
     return path.is_dir() and all(made_by_a_run(p.name) for p in path.iterdir())
 
