@@ -28,10 +28,7 @@ def quantize(x: torch.Tensor) -> torch.Tensor:
 
 def hwc_to_model(frames, device: torch.device | str = "cpu") -> torch.Tensor:
     """uint8 [..., H, W, 3] (numpy or torch) -> float32 [..., 3, H, W] in [-1, 1] on `device`."""
-    t = frames if torch.is_tensor(frames) else torch.from_numpy(np.ascontiguousarray(frames))
-    if t.dtype != torch.uint8 or t.ndim < 3 or t.shape[-1] != 3:
-        raise ValueError(f"frames must be uint8 [..., H, W, 3], got {t.dtype} {list(t.shape)}")
-    return to_model(t.to(device).movedim(-1, -3))
+    return to_model(_hwc(frames).to(device).movedim(-1, -3))
 
 
 def to_unit(x: torch.Tensor) -> torch.Tensor:
@@ -43,11 +40,16 @@ def to_unit(x: torch.Tensor) -> torch.Tensor:
 
 
 def hwc_to_unit(frames) -> torch.Tensor:
-    """uint8 [N, H, W, 3] (numpy or torch) -> float32 [N, 3, H, W] in [0, 1], on the CPU."""
-    t = torch.as_tensor(np.asarray(frames)) if not torch.is_tensor(frames) else frames
-    if t.dtype != torch.uint8 or t.ndim != 4 or t.shape[-1] != 3:
-        raise ValueError(f"frames must be uint8 [N, H, W, 3], got {t.dtype} {list(t.shape)}")
-    return to_unit(t.permute(0, 3, 1, 2))
+    """uint8 [..., H, W, 3] (numpy or torch) -> float32 [..., 3, H, W] in [0, 1], on the CPU."""
+    return to_unit(_hwc(frames).movedim(-1, -3))
+
+
+def _hwc(frames) -> torch.Tensor:
+    """Stored frames as a uint8 tensor [..., H, W, 3], or a ValueError that says what came."""
+    t = frames if torch.is_tensor(frames) else torch.from_numpy(np.ascontiguousarray(frames))
+    if t.dtype != torch.uint8 or t.ndim < 3 or t.shape[-1] != 3:
+        raise ValueError(f"frames must be uint8 [..., H, W, 3], got {t.dtype} {list(t.shape)}")
+    return t
 
 
 def model_to_hwc(x: torch.Tensor) -> torch.Tensor:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from dreamcade.dataset.pixels import to_unit as _unit
+from dreamcade.dataset.pixels import to_unit
 
 PSNR_CAP = 100.0  # dB reported for identical images
 
 
 def mse(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Mean squared error per image in [0, 1] units (a one-level error everywhere is 1/255^2)."""
-    return ((_unit(a) - _unit(b)) ** 2).flatten(1).mean(1)
+    return ((to_unit(a) - to_unit(b)) ** 2).flatten(1).mean(1)
 
 
 def psnr_from_mse(err: torch.Tensor, cap: float = PSNR_CAP) -> torch.Tensor:
@@ -38,7 +38,7 @@ def ssim(a: torch.Tensor, b: torch.Tensor, window: int = 11, sigma: float = 1.5)
     """Structural similarity per image (Wang et al. 2004): Gaussian window, K1 0.01, K2 0.03,
     mean over channels and valid pixels. Computed in float64: the variances are differences of
     means, and float32 leaves errors of about 1e-4 in the result on flat images."""
-    x, y = _unit(a).double(), _unit(b).double()
+    x, y = to_unit(a).double(), to_unit(b).double()
     c = x.shape[1]
     window = min(window, x.shape[-1], x.shape[-2])
     g = _gaussian(window, sigma).to(x.device, torch.float64)

@@ -91,7 +91,7 @@ def shown(value) -> str:
     return ",".join(f"{x:g}" for x in value) if isinstance(value, list) else str(value)
 
 
-def add_options(parser: argparse.ArgumentParser, settings: type = None, **defaults) -> None:
+def add_options(parser: argparse.ArgumentParser, settings: type | None = None, **defaults) -> None:
     """One option per field of a settings dataclass declared with option() (DriftSettings unless
     told; distill's DistillSettings too); `defaults` overrides fields' defaults for this command."""
     for f in fields(settings or DriftSettings):

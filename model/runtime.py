@@ -1,5 +1,5 @@
 """Where and how fast the model runs: the runtime options every command that runs it shares
-(play, eval, distill, the benchmarks), declared once here; train.py reads the same five from its
+(play, eval, distill), declared once here; train.py reads the same five from its
 config (train.device, train.precision, train.threads, train.compile, train.channels_last).
 Importing this module does not import torch, so a command's --help stays instant."""
 

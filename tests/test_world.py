@@ -76,7 +76,7 @@ def test_a_world_plays_and_is_evaluated_alone_and_never_unpickles(run, tmp_path,
         assert len(session) >= 50 and session.spec == w.spec
         from dreamcade.eval.__main__ import main as eval_main
         assert eval_main(["drift", "--checkpoint", str(world), "--session", str(tmp_path / "s.zarr"),
-                          "--out", str(tmp_path / "report"), *SMALL]) == 0
+                          "--out", str(tmp_path / "report"), "--precision", "no", "--no-channels-last", *SMALL]) == 0
         m = json.loads((tmp_path / "report" / "metrics.json").read_text())
         assert len(m["sessions"]["sequences"]) == 1 and 0 <= m["sessions"]["healthy_horizon"]["min"] <= len(session)
         assert m["data"] == [str((world / "reference.zarr").resolve())]
