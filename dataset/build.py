@@ -25,7 +25,6 @@ from tqdm import tqdm
 from dreamcade.dataset.controls import BINARY, ControlSpec, SpecError
 from dreamcade.dataset.store import Store, StoreError, StoreWriter, open_store, store_output
 
-SIZE_MULTIPLE = 8  # the world model's UNet halves the frame size three times
 IDLE_PIXEL_DIFF = 1.0  # mean absolute change (0-255) below which two frames count as the same
 BLOCK = 256  # frames read and resized at a time
 
@@ -33,7 +32,8 @@ BLOCK = 256  # frames read and resized at a time
 @dataclass(frozen=True)
 class BuildOptions:
     size: tuple[int, int]
-    """(width, height) of the training frames, multiples of 8, no larger than the (cropped) source."""
+    """(width, height) of the training frames, positive, no larger than the (cropped) source; any
+    size (the model pads frames to what its network halves evenly, model/unet.py)."""
     fps: float | None = None
     """Target frame rate; None keeps the source rate. Must divide the source rate (30 -> 15)."""
     crop: tuple[int, int, int, int] | None = None
@@ -46,9 +46,8 @@ class BuildOptions:
     def check(self) -> None:
         """Values that no source can make right, refused before anything is read."""
         w, h = self.size
-        if w <= 0 or h <= 0 or w % SIZE_MULTIPLE or h % SIZE_MULTIPLE:
-            raise StoreError(f"--size {w}x{h}: width and height must be positive multiples of "
-                             f"{SIZE_MULTIPLE} (the model halves the frame three times), e.g. 64x64")
+        if w <= 0 or h <= 0:
+            raise StoreError(f"--size {w}x{h}: width and height must be positive, e.g. 64x64 or 64x36")
         if self.fps is not None and not self.fps > 0:
             raise StoreError(f"--fps {self.fps:g}: the frame rate must be positive (leave it out to keep "
                              "the source rate)")

@@ -49,8 +49,9 @@ class DataConfig:
 @dataclass
 class NetworkConfig:
     channels: list[int] = field(default_factory=lambda: [32, 64, 128, 192])
-    """UNet width at each resolution level (the frame is halved between levels), positive
-    multiples of `groups`; one level at least."""
+    """UNet width at each resolution level (the frame is halved between levels, so frames of any
+    size are padded to multiples of 2 ** (levels - 1) inside the network), positive multiples of
+    `groups`; one level at least."""
     blocks: int = 2
     """Residual blocks per level on the way down (one more on the way up), at least 1."""
     attention_levels: list[int] = field(default_factory=lambda: [3])

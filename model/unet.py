@@ -80,13 +80,15 @@ class ResBlock(nn.Module):
 
 
 class UNet(nn.Module):
-    """F(x, cond): [B, c_in, H, W] and [B, cond_dim] -> [B, c_out, H, W]; H and W must divide
-    by 2 ** (levels - 1)."""
+    """F(x, cond): [B, c_in, H, W] and [B, cond_dim] -> [B, c_out, H, W], any H and W: the input is
+    padded to multiples of `factor` (it halves the frame levels - 1 times) and the output cropped
+    back (see pad)."""
 
     def __init__(self, c_in: int, c_out: int, cfg: NetworkConfig) -> None:
         super().__init__()
         ch, g, cd = cfg.channels, cfg.groups, cfg.cond_dim
         self.levels = len(ch)
+        self.factor = 2 ** (self.levels - 1)
         self.conv_in = nn.Conv2d(c_in, ch[0], 3, padding=1)
         self.down = nn.ModuleList()
         self.downsample = nn.ModuleList()
@@ -117,8 +119,21 @@ class UNet(nn.Module):
         nn.init.zeros_(self.conv_out.weight)
         nn.init.zeros_(self.conv_out.bias)
 
+    def pad(self, x: torch.Tensor) -> torch.Tensor:
+        """x [B, C, H, W] extended at the bottom and right to the next multiples of `factor` by
+        repeating its edge pixels (replicate). Zeros would draw a hard edge (mid-grey, and no
+        noise in the noisy frame's channels) that the convolutions at the border would take for
+        content; reflection would mirror the content near the edge (a sprite there seen twice)
+        and needs a pad smaller than the frame. Repeated edges continue the frame at any size."""
+        h, w = x.shape[-2:]
+        pad_h, pad_w = -h % self.factor, -w % self.factor
+        if pad_h == 0 and pad_w == 0:
+            return x
+        return F.pad(x, (0, pad_w, 0, pad_h), mode="replicate")  # [B, C, H', W'], multiples of factor
+
     def forward(self, x: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
-        h = self.conv_in(x)
+        height, width = x.shape[-2:]
+        h = self.conv_in(self.pad(x))
         skips = [h]
         for i, blocks in enumerate(self.down):
             for block in blocks:
@@ -133,4 +148,5 @@ class UNet(nn.Module):
                 h = block(torch.cat([h, skips.pop()], dim=1), cond)
             if j < self.levels - 1:
                 h = self.upsample[j](F.interpolate(h, scale_factor=2.0, mode="nearest"))  # [B, C, 2H, 2W]
-        return self.conv_out(F.silu(self.norm_out(h)))
+        out = self.conv_out(F.silu(self.norm_out(h)))  # [B, c_out, H', W']
+        return out[..., :height, :width]  # [B, c_out, H, W]: the padded pixels never reach the loss

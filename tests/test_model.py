@@ -240,6 +240,44 @@ def test_one_train_step_gives_finite_gradients_everywhere_including_the_action_e
         assert p.grad.abs().sum() > 0, f"action encoder parameter {name} has a zero gradient"
 
 
+@pytest.mark.parametrize("channels, frame_size", [([16, 32, 32, 32], (20, 36)), ([16, 32], (7, 13))])
+def test_any_frame_size_runs_and_trains_at_its_own_shape(channels, frame_size):
+    """frame_size is (height, width): 36x20 under a UNet that halves three times (factor 8, read
+    from model.channels), 13x7 under tiny's factor 2. Both were a shape error in the skip
+    connections before the network padded its input."""
+    h, w = frame_size
+    cfg = load_config("configs/tiny.yaml", [f"model.channels={channels}"])
+    torch.manual_seed(0)
+    model = randomize(Denoiser.build(cfg.model, cfg.diffusion, SPEC, cfg.data.context, frame_size), std=0.02)
+    assert model.net.factor == 2 ** (len(channels) - 1)
+    batch = random_batch(b=2, h=h, w=w)
+    f = batch.frames_float()
+    out = model(f[:, 2], torch.full((2,), 0.7), f[:, :2], torch.zeros(2), batch.actions[:, :2], batch.mask[:, :2])
+    assert out.shape == (2, 3, h, w) and torch.isfinite(out).all()
+    frame = next_frame(model, f[:, :2], batch.actions[:, :2], batch.mask[:, :2], cfg.sampler, torch.Generator().manual_seed(0))
+    assert frame.shape == (2, 3, h, w)
+    loss = model.loss(batch, generator=torch.Generator().manual_seed(0))
+    loss.backward()
+    assert torch.isfinite(loss)
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), f"{name}: no finite gradient"
+        assert p.grad.abs().sum() > 0, f"{name}: a zero gradient"
+
+
+def test_the_network_replicates_the_edge_pixels_into_its_pad_and_crops_them_off():
+    """F on 13x7 is F on the frame padded by its edge pixels to 16x8 (factor 8), cut back to 13x7:
+    what the real pixels see past the edge is the edge, and nothing of the pad comes out."""
+    cfg = load_config("configs/tiny.yaml", ["model.channels=[16,16,32,32]"])
+    torch.manual_seed(0)
+    net = randomize(Denoiser.build(cfg.model, cfg.diffusion, SPEC, cfg.data.context, (7, 13))).net.eval()
+    x, cond = torch.randn(2, net.conv_in.in_channels, 7, 13), torch.randn(2, cfg.model.cond_dim)
+    padded = torch.nn.functional.pad(x, (0, 3, 0, 1), mode="replicate")  # [2, C, 8, 16]
+    with torch.no_grad():
+        out, whole = net(x, cond), net(padded, cond)
+    assert out.shape == (2, 3, 7, 13) and whole.shape == (2, 3, 8, 16)
+    torch.testing.assert_close(out, whole[..., :7, :13], atol=1e-5, rtol=0)
+
+
 def test_actions_change_the_output():
     model = randomize(make_model())
     b = random_batch()

@@ -486,10 +486,23 @@ def test_16_a_frame_size_past_memory_is_refused_at_once(tmp_path, capsys):
 
 # -- 19: the demo checks its options before it records -------------------------------------------------------------
 
-@pytest.mark.parametrize("option, value, says", [("--size", "12x12", "multiples of 8"), ("--frames", "-5", "--frames -5")])
+@pytest.mark.parametrize("option, value, says", [("--size", "0x12", "must be positive"), ("--frames", "-5", "--frames -5")])
 def test_19_demo_refuses_before_recording(tmp_path, capsys, option, value, says):
     one_line(capsys, call("demo", "--out", str(tmp_path / "demo"), option, value, "--no-play"), 2, says)
     assert not (tmp_path / "demo").exists()
+
+
+def test_19_a_size_of_no_multiple_builds_trains_and_plays_at_its_own_shape(tmp_path, raw, capsys):
+    """13x7 (once refused: not multiples of 8) halves evenly nowhere: the network pads it to its
+    factor and crops back (model/unet.py), so the frames it samples are 13x7."""
+    store, runs, session = tmp_path / "odd.zarr", tmp_path / "runs", tmp_path / "s.zarr"
+    assert call("dataset", "build", str(raw), "--size", "13x7", "--out", str(store), "--quiet") == 0
+    rc = call("train", "--config", "configs/tiny.yaml", "--data", str(store), f"out_dir={runs}", "name=odd", *TRAIN)
+    assert rc == 0, capsys.readouterr().err
+    rc = call("play", "--checkpoint", str(runs / "odd"), "--save", str(session), "--frames", "3")
+    assert rc == 0, capsys.readouterr().err
+    s = open_store(session)
+    assert s.frame_shape == (7, 13, 3) and len(s) >= 3
 
 
 def test_19_demo_prints_its_stages_as_a_user_types_them():

@@ -27,14 +27,10 @@ def trained_frame_size(model: Denoiser, cfg: Config) -> tuple[int, int] | None:
 
 
 def check_frames(store: Store, model: Denoiser, cfg: Config, model_name: str = "the model") -> None:
-    """A store's frames must be the size the model was trained at and divide by the UNet's
-    downsampling; StoreError says which size to build."""
+    """A store's frames must be the size the model was trained at (any size: the network pads
+    them to its own factor, model/unet.py); StoreError says which size to build."""
     trained = trained_frame_size(model, cfg)
     if trained is not None and tuple(trained) != store.frame_shape[:2]:
         h, w = trained
         raise StoreError(f"{store.path}: frames are {store.width}x{store.height} but {model_name} was trained on "
                          f"{w}x{h}; build a store at that size (`dreamcade data build ... --size {w}x{h}`)")
-    levels = 2 ** (len(cfg.model.channels) - 1)
-    if store.width % levels or store.height % levels:
-        raise StoreError(f"{store.path}: frames are {store.width}x{store.height}; {model_name} needs sizes "
-                         f"that divide by {levels}")
