@@ -104,8 +104,9 @@ def cmd_env(args: argparse.Namespace) -> int:
 SCREEN_EPILOG = """\
 Only the inputs that the control profile names are recorded, and only while recording is on
 (not before the start, not while paused, not after the stop; with --window, not while another
-window has the focus). Typing anything else records nothing. Frames hold the captured pixels
-only (no mouse cursor). Examples:
+window has the focus). Other keys pressed while recording are only counted, by name, so that
+the end can say which keys the profile missed. Frames hold the captured pixels only (no mouse
+cursor). Examples:
   dreamcade record screen --window "my game" --controls platformer --out runs/me.zarr
   dreamcade record screen --region 0,0,1280,720 --fps 60 --size 256x144 --controls fps --out fps.zarr
   python -m dreamcade.record.square_game &      # a tiny game to try it on
@@ -130,8 +131,9 @@ def add_screen_parser(sub) -> None:
     where.add_argument("--region", type=parse_region, default=None, metavar="X,Y,W,H",
                        help="screen rectangle to capture, in pixels")
     where.add_argument("--window", default=None, metavar="NAME",
-                       help="window to capture (part of its title or class, or its X11 id); it is "
-                       "followed when it moves, and recording pauses while another window has the focus")
+                       help="window to capture (part of its title or class, or its X11 id; when several "
+                       "windows match, their ids are listed); it is followed when it moves, and "
+                       "recording pauses while another window has the focus")
     p.add_argument("--out", required=True, help="store to write (a folder, e.g. session.zarr)")
     p.add_argument("--controls", default=d.controls, metavar="PROFILE",
                    help="control profile: a TOML file, or a name in configs/controls/ (platformer, fps, gamepad)")

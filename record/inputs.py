@@ -11,7 +11,8 @@ model through the same control spec.
 `InputState` turns timestamped input into one action row per frame interval: a binary control
 is 1 if it was held at any moment of the interval (a tap shorter than a frame still counts),
 mouse motion is summed over the interval, sticks and triggers are sampled at its end. It keeps
-only the controls that the spec names, and stores events only while recording is on.
+only the controls that the spec names, and stores events only while recording is on; of other
+keys it counts presses while recording, by key name (what the profile misses), nothing more.
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ _UNSHIFT = dict(zip('~!@#$%^&*()_+{}|:"<>?', "`1234567890-=[]\\;',./"))
 # pynput names that differ from the canonical ones (left/right variants merge into one key)
 _PYNPUT_ALIASES = {"shift_l": "shift", "shift_r": "shift", "ctrl_l": "ctrl", "ctrl_r": "ctrl",
                    "alt_l": "alt", "alt_r": "alt", "cmd_l": "cmd", "cmd_r": "cmd"}
+# X11 keysym names (lower-cased) that differ from the canonical ones
+_X11_ALIASES = {"shift_l": "shift", "shift_r": "shift", "control_l": "ctrl", "control_r": "ctrl",
+                "alt_l": "alt", "alt_r": "alt", "super_l": "cmd", "super_r": "cmd",
+                "iso_level3_shift": "alt_gr", "return": "enter", "escape": "esc", "prior": "page_up",
+                "next": "page_down", "print": "print_screen", "grave": "`", "minus": "-", "equal": "=",
+                "bracketleft": "[", "bracketright": "]", "backslash": "\\", "semicolon": ";",
+                "apostrophe": "'", "comma": ",", "period": ".", "slash": "/"}
 _PYGAME_ALIASES = {
     "left shift": "shift", "right shift": "shift", "left ctrl": "ctrl", "right ctrl": "ctrl",
     "left alt": "alt", "right alt": "alt", "left meta": "cmd", "right meta": "cmd",
@@ -80,6 +88,13 @@ def pynput_key_name(key) -> str | None:
         return name if name in KEY_NAMES else None
     char = getattr(key, "char", None)
     return char_key_name(char) if char else None
+
+
+def x11_key_name(keysym: str) -> str | None:
+    """The canonical name of an X11 keysym name: "Control_L" -> "ctrl", "Prior" -> "page_up"."""
+    name = keysym.lower()
+    name = _X11_ALIASES.get(name, name)
+    return name if name in KEY_NAMES else None
 
 
 def pygame_key_name(key: int | str) -> str | None:
@@ -158,9 +173,11 @@ class InputState:
     default time.monotonic) under the same lock as the cuts, so an event stored with time e
     belongs to the frame interval [t_k, t_k+1) that contains e.
 
-    Inputs that the spec does not name are dropped on arrival. While recording is off, the held
-    state of named buttons and axes is kept in memory (so that a key held across a pause reads
-    right afterwards) but nothing is queued for the store.
+    Inputs that the spec does not name are dropped on arrival; while recording, a press of a key
+    the spec does not name adds one to `unrecorded[key name]` (auto-repeat not counted). While
+    recording is off, the held state of named buttons and axes is kept in memory but nothing is
+    queued for the store; `open` stores what is held then (a key held before the start or across
+    a pause) as events at its time, so the events say what the actions say.
     """
 
     def __init__(self, spec: ControlSpec, clock: Callable[[], float] = time.monotonic) -> None:
@@ -178,6 +195,8 @@ class InputState:
         self._events: list[Event] = []
         self._lock = threading.Lock()
         self.recording = False
+        self.unrecorded: dict[str, int] = {}  # key name -> presses while recording
+        self._unrecorded_down: set[str] = set()
 
     def wants(self, source: str) -> bool:
         """Whether any control reads `source`."""
@@ -190,6 +209,8 @@ class InputState:
         """A button went down (1) or up (0), or an axis moved to `value`."""
         idx = self.routes.get(source)
         if not idx:
+            if source.startswith("key:"):
+                self._count_unrecorded(source[4:], value >= 0.5)
             return
         with self._lock:
             t = self.clock()
@@ -206,6 +227,14 @@ class InputState:
                     self._level[i] = value
                 if self.recording:
                     self._events.append((t, i, float(value)))
+
+    def _count_unrecorded(self, key: str, down: bool) -> None:
+        with self._lock:
+            if not down:
+                self._unrecorded_down.discard(key)
+            elif self.recording and key not in self._unrecorded_down:
+                self._unrecorded_down.add(key)
+                self.unrecorded[key] = self.unrecorded.get(key, 0) + 1
 
     def add(self, source: str, delta: float) -> None:
         """Relative motion (mouse dx or dy, pixels) to sum over the frame interval."""
@@ -227,13 +256,18 @@ class InputState:
                 self.set(source, 0.0)
 
     def open(self) -> float:
-        """Recording starts now (the time of the first frame); returns that time."""
+        """Recording starts now (the time of the first frame); returns that time. Buttons held
+        and axes off rest now are stored as events at this time."""
         with self._lock:
+            t = self.clock()
             self.recording = True
             self._hit[:] = self._held
             self._sum[:] = 0
-            self._events = []
-            return self.clock()
+            level = ~self._binary & ~self._delta & (self._level != 0)
+            self._events = [(t, int(i), 1.0) for i in np.flatnonzero(self._held)]
+            self._events += [(t, int(i), float(self._level[i])) for i in np.flatnonzero(level)]
+            self._events.sort(key=lambda e: e[1])
+            return t
 
     def cut(self) -> tuple[float, np.ndarray, list[Event]]:
         """End the current frame interval now: returns its end time (the next frame's time), the
@@ -268,7 +302,9 @@ class KeyboardMouse:
 
     Only keys and buttons that the profile names reach the state; hotkeys (on press, never
     stored) call their callback. The mouse listener runs only when the profile names a mouse
-    input. pynput is imported here, lazily: on Linux it needs an X display.
+    input. Keys already held when listening starts are read from the X server (pynput's xorg
+    backend only; elsewhere they read held from their next press or auto-repeat). pynput is
+    imported here, lazily: on Linux it needs an X display.
     """
 
     def __init__(self, state: InputState, hotkeys: dict[str, Callable[[], None]] | None = None) -> None:
@@ -295,6 +331,18 @@ class KeyboardMouse:
             listener.start()
         for listener in self._listeners:
             listener.wait()
+        if keyboard.Listener.__module__.endswith("._xorg"):
+            self._press_held_keys()
+
+    def _press_held_keys(self) -> None:
+        from dreamcade.record.x11 import WindowError, held_keys
+
+        try:
+            names = held_keys()
+        except WindowError:
+            return
+        for name in names - set(self.hotkeys):
+            self.state.set(f"key:{name}", 1.0)
 
     def stop(self) -> None:
         for listener in self._listeners:

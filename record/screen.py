@@ -16,6 +16,7 @@ last flush (the store's committed length).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from dreamcade.dataset import presets
 from dreamcade.dataset.controls import ControlSpec, SpecError
-from dreamcade.dataset.errors import UserError
+from dreamcade.dataset.errors import UserError, plural
 from dreamcade.dataset.store import StoreWriter
 from dreamcade.record.capture import CaptureError, Target, grab
 from dreamcade.record.inputs import KEY_NAMES, DisplayError, InputState, KeyboardMouse, check_sources
@@ -320,7 +321,9 @@ class ScreenRecorder:
         if focused is None:  # a window went away mid-question: keep the last answer
             return focus_ok
         if focus_ok and not focused and not self.recording:
-            self.status.message("waiting: another window has the focus")
+            stop = f"press {self.rec.stop_key.upper()}" if self.listen else "press Ctrl-C"
+            self.status.message(f"waiting: another window has the focus; click the game window, or {stop} "
+                                "to stop; --ignore-focus records regardless")
         return focused
 
     def _countdown(self, now: float) -> None:
@@ -388,13 +391,34 @@ class ScreenRecorder:
                 "achieved_fps": round(self.captured / secs, 3) if secs > 0 else 0.0,
                 "cpu_seconds": round(cpu, 3), "wall_seconds": round(wall, 3),
                 "cpu_fraction": round(cpu / wall, 4) if wall > 0 else 0.0,
-                "stop_reason": self.stop_reason}
+                "stop_reason": self.stop_reason, "unrecorded_keys": self._unrecorded_keys()}
+
+    def _unrecorded_keys(self) -> dict[str, int]:
+        """Presses, while recording, of keys the profile does not record: the most pressed first."""
+        counts = self.state.unrecorded
+        return {key: counts[key] for key in sorted(counts, key=lambda k: (-counts[k], k))}
 
     def _summary(self, stats: dict) -> None:
         mb = DiskUsage(self.rec.out).mb()
-        self.status.message(f"stopped ({self.stop_reason or 'done'}): {stats['frames']} frames in {stats['episodes']} "
-                            f"episode(s), {stats['recorded_seconds']:.1f} s at {stats['achieved_fps']:.1f} fps, "
-                            f"{stats['dropped']} dropped; {mb:.2f} MB")
+        self.status.message(f"stopped ({self.stop_reason or 'done'}): {stats['frames']} frames in "
+                            f"{plural(stats['episodes'], 'episode')}, {stats['recorded_seconds']:.1f} s at "
+                            f"{stats['achieved_fps']:.1f} fps, {stats['dropped']} dropped; {mb:.2f} MB")
+        if stats["unrecorded_keys"]:
+            self.status.message(unrecorded_hint(stats["unrecorded_keys"], self.spec.name or self.rec.controls))
+
+
+def unrecorded_hint(counts: dict[str, int], profile: str) -> str:
+    """One line: the keys pressed that the profile does not record, how often, and how to record
+    them (a control per key, or a shipped profile that has them all)."""
+    pressed = ", ".join(f"{key} {n}x" for key, n in counts.items())
+    first = next(iter(counts))
+    fix = f"[[controls]] name = {json.dumps(first)} source = \"key:{first}\""
+    wanted = {f"key:{key}" for key in counts}
+    shipped = [p for p in presets.names("controls", ".toml")
+               if wanted <= {c.source for c in load_profile(p).controls}]
+    also = f", or use --controls {shipped[0]}" if shipped else ""
+    return (f"not recorded: {pressed} (keys the profile {profile} does not record); to record them, "
+            f"add a control per key to the profile, e.g. {fix}{also}")
 
 
 @contextmanager

@@ -1,5 +1,5 @@
 """A window to record, found by name on X11 (python-xlib): where it is on screen and whether it
-has the keyboard focus.
+has the keyboard focus; and the keys held down when the recorder starts listening.
 
 Focus: with a window manager that publishes `_NET_ACTIVE_WINDOW` (EWMH; nearly all do), the
 active window is the focused one. Without a window manager (a bare Xvfb, a kiosk X server) the X
@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 
 from dreamcade.dataset.errors import UserError
+from dreamcade.record.inputs import x11_key_name
 
 
 class WindowError(UserError, RuntimeError):
@@ -49,10 +50,29 @@ def _text(value) -> str:
     return str(value)
 
 
+def held_keys() -> set[str]:
+    """Canonical names of the keys held down now (the X server's keymap, each key read without
+    modifiers: "ctrl", "shift", "a")."""
+    d, _, _ = _connect()
+    try:
+        from Xlib import XK
+
+        names = {}  # keysym -> canonical name
+        for attr, keysym in vars(XK).items():
+            name = x11_key_name(attr[3:]) if attr.startswith("XK_") else None
+            if name is not None:
+                names.setdefault(keysym, name)
+        keymap = d.query_keymap()  # 32 bytes: bit b of byte i is keycode 8 * i + b
+        codes = [8 * i + b for i, byte in enumerate(keymap) for b in range(8) if byte >> b & 1]
+        return {names[k] for k in (d.keycode_to_keysym(code, 0) for code in codes) if k in names}
+    finally:
+        d.close()
+
+
 class X11Window:
-    """One top-level window, picked by `name`: a case-insensitive part of its title or of its
-    WM_CLASS, or its id ("0x1e00007"). The first viewable match in stacking order from the top
-    is taken; `others` lists the rest."""
+    """One top-level window, picked by `name`: its X11 id ("0x1e00007"), or a case-insensitive
+    part of its title or of its WM_CLASS. A name that several viewable windows contain must be
+    one window's whole title; otherwise WindowError lists the windows (id, title, class)."""
 
     def __init__(self, name: str) -> None:
         self.d, self.X, self._error = _connect()
@@ -65,8 +85,7 @@ class X11Window:
             shown = ", ".join(repr(t) for t in titles[:12]) or "none"
             raise WindowError(f"--window {name!r}: no window's title or class contains it "
                               f"(windows on screen: {shown})")
-        best = sorted(matches, key=lambda m: m.title.lower() != name.lower())  # exact titles first
-        self.match, self.others = best[0], best[1:]
+        self.match = _pick(name, matches)
         self.window = self.d.create_resource_object("window", self.match.id)
 
     @property
@@ -80,20 +99,24 @@ class X11Window:
     # -- finding -------------------------------------------------------------------------------
 
     def _find(self, name: str) -> list[WindowMatch]:
+        """Matching windows, topmost first, one per top-level window (a frame and the client
+        inside it are one window)."""
         want = name.lower()
         wid = int(want, 16) if want.startswith("0x") and _is_hex(want[2:]) else None
-        found = []
-        for w in self._walk(self.root):
+        found, tops = [], set()
+        for w, top in self._walk(self.root):
             m = self._describe(w)
-            if m is None:
+            if m is None or top in tops:
                 continue
             if wid is not None and m.id == wid or (wid is None and (want in m.title.lower()
                                                                    or want in m.wm_class.lower())):
                 found.append(m)
+                tops.add(top)
         return found
 
-    def _walk(self, window, depth: int = 0):
-        """Viewable windows, topmost first (a window manager nests clients inside frames)."""
+    def _walk(self, window, depth: int = 0, top: int | None = None):
+        """(viewable window, id of the top-level window it is in), topmost first (a window
+        manager nests clients inside frames)."""
         try:
             children = window.query_tree().children
         except self._error.XError:
@@ -104,9 +127,9 @@ class X11Window:
             except self._error.XError:
                 continue
             if viewable:
-                yield child
+                yield child, top or child.id
                 if depth < 3:
-                    yield from self._walk(child, depth + 1)
+                    yield from self._walk(child, depth + 1, top or child.id)
 
     def _describe(self, w) -> WindowMatch | None:
         try:
@@ -168,6 +191,17 @@ class X11Window:
 
     def close(self) -> None:
         self.d.close()
+
+
+def _pick(name: str, matches: list[WindowMatch]) -> WindowMatch:
+    """The one window `name` means: the only match, or the only one titled `name` exactly."""
+    exact = [m for m in matches if m.title.lower() == name.lower()]
+    candidates = exact or matches
+    if len(candidates) == 1:
+        return candidates[0]
+    shown = ", ".join(f"{hex(m.id)} {m.title!r} ({m.wm_class})" for m in candidates)
+    raise WindowError(f"--window {name!r}: {len(candidates)} windows match: {shown}; give the window's "
+                      f"id, e.g. --window {hex(candidates[0].id)}")
 
 
 def _is_hex(text: str) -> bool:

@@ -152,7 +152,7 @@ def test_keys_sent_with_xdotool_move_the_square_and_land_in_the_right_frames(xvf
     xdo(xvfb, "keydown", "z", "keyup", "z")  # a tap of about 10 ms, far shorter than a frame
     t3 = time.monotonic()
     time.sleep(0.3)
-    xdo(xvfb, "type", "hello qwerty")  # keys the profile does not name
+    xdo(xvfb, "type", "helloqwerty")  # keys the profile does not name
     time.sleep(0.3)
     xdo(xvfb, "key", "F10")
     assert rec.finish() == 0, rec.text
@@ -205,7 +205,7 @@ def test_hotkeys_pause_and_resume_episodes_and_only_profile_inputs_are_stored(xv
     rec = start_recorder(spawn, out, "--region", "0,0,160,120", "--fps", "20", "--size", "32x24",
                          "--controls", "platformer")
     time.sleep(0.3)
-    xdo(xvfb, "type", "my password")  # recording, but not in the profile
+    xdo(xvfb, "type", "mypassword")  # recording, but not in the profile: counted, never stored
     xdo(xvfb, "key", "Up")  # in the profile: stored
     time.sleep(0.2)
     n = len(rec.lines)
@@ -238,6 +238,8 @@ def test_hotkeys_pause_and_resume_episodes_and_only_profile_inputs_are_stored(xv
     np.testing.assert_array_equal(actions[:, idle], 0)
     assert actions[:, s.spec.index("up")].sum() >= 1 and actions[:, s.spec.index("down")].sum() >= 1
     assert s.attrs["capture_stats"]["episodes"] == 2
+    assert s.attrs["capture_stats"]["unrecorded_keys"] == {"s": 2, "a": 1, "d": 1, "m": 1, "o": 1, "p": 1,
+                                                           "r": 1, "w": 1, "y": 1}, "not while paused"
 
 
 @needs_xdotool
@@ -292,6 +294,107 @@ def test_mouse_motion_is_summed_per_frame_and_closing_the_window_stops(xvfb, spa
     assert left.sum() >= 1
     for key in "wasd":
         assert actions[:, s.spec.index(key)].sum() >= 1
+
+
+@needs_xdotool
+def test_keys_held_before_the_start_read_held_from_the_first_frame(xvfb, spawn, tmp_path):
+    profile = tmp_path / "modifiers.toml"
+    profile.write_text('[[controls]]\nname = "ctrl"\nsource = "key:ctrl"\n\n'
+                       '[[controls]]\nname = "shift"\nsource = "key:shift"\n\n'
+                       '[[controls]]\nname = "left"\nsource = "key:left"\n')
+    out = tmp_path / "held.zarr"
+    xdo(xvfb, "keydown", "Control_L", "keydown", "Shift_L")  # modifiers never auto-repeat
+    try:
+        rec = start_recorder(spawn, out, "--region", "0,0,64,48", "--fps", "20", "--size", "16x12",
+                             "--controls", str(profile))
+        time.sleep(0.4)
+        xdo(xvfb, "keyup", "Shift_L")
+        time.sleep(0.3)
+        xdo(xvfb, "keyup", "Control_L")
+        time.sleep(0.3)
+        xdo(xvfb, "key", "F10")
+    finally:
+        xdo(xvfb, "keyup", "Shift_L", "keyup", "Control_L")
+    assert rec.finish() == 0, rec.text
+
+    s = open_store(out)
+    ev = named_events(s)
+    assert sorted((n, v) for n, v, _ in ev) == [("ctrl", 0), ("ctrl", 1), ("shift", 0), ("shift", 1)]
+    assert all(t == s.time[0] for _, v, t in ev if v == 1), "held at the start: pressed at the first frame"
+    actions = s.read_actions()
+    for name in ("ctrl", "shift"):
+        k_up = frame_of(s.time, next(t for n, v, t in ev if n == name and v == 0))
+        assert k_up >= 5, f"{name} was released well after the start"
+        np.testing.assert_array_equal(actions[:, s.spec.index(name)], [float(k <= k_up) for k in range(len(s))])
+    np.testing.assert_array_equal(actions[:, s.spec.index("left")], 0)
+
+
+def test_an_ambiguous_window_name_is_refused_with_the_candidates(xvfb, spawn, monkeypatch, tmp_path, capsys):
+    from dreamcade.record.x11 import X11Window
+
+    _, first = start_game(spawn, title="square game one")
+    _, second = start_game(spawn, pos="300,0", title="square game two")
+    monkeypatch.setenv("DISPLAY", xvfb.display)
+    out = tmp_path / "x.zarr"
+    assert record_main(["screen", "--out", str(out), "--window", "square game", "--duration", "0.5"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --window 'square game': 2 windows match") and err.count("\n") == 1, err
+    assert f"{first} 'square game one'" in err and f"{second} 'square game two'" in err
+    assert "give the window's id, e.g. --window 0x" in err
+    assert not out.exists()
+    for name, wid in (("Square Game Two", second), (first, first)):  # an exact title, an id
+        window = X11Window(name)
+        assert window.id == int(wid, 16)
+        window.close()
+
+
+@needs_xdotool
+def test_keys_the_profile_does_not_record_are_counted_and_named_at_the_end(xvfb, spawn, tmp_path):
+    out = tmp_path / "unrecorded.zarr"
+    rec = start_recorder(spawn, out, "--region", "0,0,64,48", "--fps", "20", "--size", "16x12",
+                         "--controls", "platformer")
+    time.sleep(0.3)
+    xdo(xvfb, "key", "w", "w", "w", "Right", "d", "w", "w")
+    xdo(xvfb, "keydown", "a")
+    time.sleep(1.0)  # past the auto-repeat delay: still one press
+    xdo(xvfb, "keyup", "a")
+    n = len(rec.lines)
+    xdo(xvfb, "key", "F9")
+    rec.wait_for(r"paused \(episode 1 ended\)", after=n)
+    xdo(xvfb, "key", "w", "q")  # paused: not counted
+    n = len(rec.lines)
+    xdo(xvfb, "key", "F9")
+    rec.wait_for(r"recording resumed", after=n)
+    xdo(xvfb, "key", "d")
+    time.sleep(0.2)
+    xdo(xvfb, "key", "F10")
+    assert rec.finish() == 0, rec.text
+
+    s = open_store(out)
+    assert s.attrs["capture_stats"]["unrecorded_keys"] == {"w": 5, "d": 2, "a": 1}
+    assert [(n, v) for n, v, _ in named_events(s)] == [("right", 1), ("right", 0)]
+    line = rec.wait_for(r"^not recorded: .*").group(0)
+    assert line.startswith("not recorded: w 5x, d 2x, a 1x (keys the profile platformer does not record)")
+    assert '[[controls]] name = "w" source = "key:w"' in line and line.endswith("or use --controls fps")
+
+
+@needs_xdotool
+def test_closing_the_window_while_waiting_for_the_focus_stops_within_a_second(xvfb, spawn, tmp_path):
+    game, _ = start_game(spawn)
+    _, other = start_game(spawn, pos="300,0", title="another app", size="100x100")
+    xdo(xvfb, "windowfocus", other)
+    out = tmp_path / "closed.zarr"
+    rec = start_recorder(spawn, out, "--window", GAME, "--fps", "20", "--size", "32x24", started=False)
+    line = rec.wait_for(r"^waiting: another window has the focus.*").group(0)
+    assert line == ("waiting: another window has the focus; click the game window, or press F10 to stop; "
+                    "--ignore-focus records regardless")
+    time.sleep(0.3)
+    game.kill()
+    closed = time.monotonic()
+    assert rec.finish(timeout=10) == 0, rec.text
+    stopped_at = next(t for t, text in rec.lines if text.startswith("stopped ("))
+    assert "stopped (the window was closed)" in rec.text
+    assert stopped_at - closed < 1.0, f"stopped {stopped_at - closed:.2f} s after the window closed"
 
 
 def test_sigkill_mid_session_leaves_a_store_with_everything_flushed(xvfb, spawn, tmp_path):
@@ -505,10 +608,15 @@ def test_frame_assembly_holds_taps_sums_motion_samples_axes_and_drops_the_rest()
     spec = ControlSpec((Control("jump", source="key:space"), Control("dx", "continuous", "mouse:dx", -50, 50),
                         Control("lx", "continuous", "pad:axis:leftx")))
     st = InputState(spec, clock=lambda: now[0])
-    st.set("key:space", 1.0)  # before recording: remembered as held, not stored
+    st.set("key:space", 1.0)  # before recording: remembered as held, stored at the start
     st.add("mouse:dx", 7)
-    st.set("key:a", 1.0)  # not in the spec
+    st.set("key:a", 1.0)  # not in the spec: not counted before the start
     assert st.open() == 0.0
+    st.set("key:a", 0.0)
+    st.set("key:a", 1.0)
+    st.set("key:a", 1.0)  # auto-repeat
+    st.set("mouse:right", 1.0)
+    assert st.unrecorded == {"a": 1}
     now[0] = 0.01
     st.set("key:space", 0.0)
     st.set("key:space", 1.0)
@@ -522,8 +630,8 @@ def test_frame_assembly_holds_taps_sums_motion_samples_axes_and_drops_the_rest()
     t, action, events = st.cut()
     assert t == 0.033
     np.testing.assert_allclose(action, [1, 2, 0.6])
-    assert events == [(0.01, 0, 0.0), (0.01, 0, 1.0), (0.02, 0, 0.0), (0.02, 1, 3.0), (0.02, 1, -1.0),
-                      (0.02, 2, 0.2), (0.02, 2, 0.6)]
+    assert events == [(0.0, 0, 1.0), (0.01, 0, 0.0), (0.01, 0, 1.0), (0.02, 0, 0.0), (0.02, 1, 3.0),
+                      (0.02, 1, -1.0), (0.02, 2, 0.2), (0.02, 2, 0.6)], "held at the start: an event at the start"
     _, action, events = st.cut()
     np.testing.assert_allclose(action, [0, 0, 0.6])
     assert events == []
@@ -534,6 +642,9 @@ def test_frame_assembly_holds_taps_sums_motion_samples_axes_and_drops_the_rest()
     st.set("key:space", 0.0)  # after the stop: not stored
     st.add("mouse:dx", 5)
     assert st.cut()[2] == []
+    now[0] = 0.05
+    st.open()  # a stick off rest across the pause: stored at the new start
+    assert st.cut()[2] == [(0.05, 2, pytest.approx(0.6))]
 
 
 def test_key_names_from_pynput_and_pygame_are_the_same():
@@ -553,7 +664,7 @@ def test_key_names_from_pynput_and_pygame_are_the_same():
 
 def test_shipped_profiles_are_valid():
     names = {p: load_profile(p).names for p in ("platformer", "fps", "gamepad")}
-    assert names["platformer"] == ["left", "right", "up", "down", "z", "x", "c", "shift"]
+    assert names["platformer"] == ["left", "right", "up", "down", "space", "ctrl", "z", "x", "c", "shift"]
     assert {"w", "a", "s", "d", "space", "ctrl", "mouse_left", "mouse_right", "mouse_dx", "mouse_dy"} == set(names["fps"])
     assert {"a", "b", "leftx", "lefty", "lefttrigger", "righttrigger", "dpup"} <= set(names["gamepad"])
 
