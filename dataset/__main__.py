@@ -7,8 +7,11 @@ import argparse
 import json
 import sys
 
+import numpy as np
+
 from dreamcade.dataset.build import BuildOptions, build
-from dreamcade.dataset.errors import boundary
+from dreamcade.dataset.controls import BINARY
+from dreamcade.dataset.errors import boundary, plural
 from dreamcade.dataset.store import Store, StoreError, open_store
 
 
@@ -19,9 +22,44 @@ def duration_s(t, episodes, fps: float) -> float:
     return round(sum(float(t[e.stop - 1] - t[e.start]) + 1.0 / fps for e in episodes), 3)
 
 
+def input_use(store: Store) -> tuple[dict | None, dict | None]:
+    """(presses of each binary control, fraction of frames in which each continuous control is
+    non-zero), from the action rows; (None, None) when they cannot be read (damage is reported
+    with the problems). A press is a rise from 0 to 1 within an episode, so a control on in an
+    episode's first frame is one press. The rows, not the raw events: they are what a model
+    learns from and every store has them, where only a screen recording keeps events (and two
+    taps within one frame are one press in the rows)."""
+    try:
+        actions = store.read_actions()
+    except StoreError:
+        return None, None
+    binary = np.array([c.kind == BINARY for c in store.spec.controls], bool)
+    on = actions[:, binary] >= 0.5
+    before = np.zeros_like(on)
+    before[1:] = on[:-1]
+    before[store.episode_starts] = False
+    presses = (on & ~before).sum(0)
+    moved = (actions[:, ~binary] != 0).mean(0) if len(actions) else np.zeros((~binary).sum())
+    names = np.array(store.spec.names)
+    return ({str(n): int(k) for n, k in zip(names[binary], presses)},
+            {str(n): round(float(f), 3) for n, f in zip(names[~binary], moved)})
+
+
+def capture_stats(store: Store) -> dict | None:
+    """What `record screen` measured (its `capture_stats` attribute), with the fps asked for and
+    the fraction of frame deadlines dropped; None for a store without them."""
+    stats = store.attrs.get("capture_stats")
+    if not isinstance(stats, dict):
+        return None
+    slots = int(stats.get("captured", 0)) + int(stats.get("dropped", 0))
+    return {**stats, "asked_fps": store.fps,
+            "dropped_fraction": round(int(stats.get("dropped", 0)) / slots, 3) if slots else 0.0}
+
+
 def describe(store: Store) -> dict:
     episodes = store.episodes()
     t = store.time
+    presses, nonzero = input_use(store)
     return {
         "path": str(store.path),
         "frames": store.n_frames,
@@ -33,7 +71,10 @@ def describe(store: Store) -> dict:
         "episode_frames": {"min": min(map(len, episodes)), "max": max(map(len, episodes))} if episodes else {},
         "source": store.attrs.get("source"),
         "control_spec": store.spec.to_dict(),
+        "presses": presses,
+        "nonzero_fraction": nonzero,
         "events": int(store.committed.get("events", 0)),
+        "capture_stats": capture_stats(store),
         "bytes_on_disk": store.nbytes_on_disk(),
         "software_version": store.attrs.get("software_version"),
         "problems": store.problems(),
@@ -51,15 +92,48 @@ def print_info(d: dict) -> None:
         ("episodes", f"{d['episodes']}" + (f"  ({ep['min']}-{ep['max']} frames each)" if ep else "")),
         ("source", json.dumps(d["source"])),
         ("controls", f"{len(spec['controls'])}{' exclusive (one-hot)' if spec['exclusive'] else ''}: {controls}"),
+        ("presses", wrap([f"{k} {n}" for k, n in d["presses"].items()]) if d["presses"] else None),
+        ("non-zero", wrap([f"{k} {f:.0%}" for k, f in d["nonzero_fraction"].items()], " of frames")
+         if d["nonzero_fraction"] else None),
         ("events", str(d["events"])),
+        *capture_rows(d["capture_stats"]),
         ("on disk", f"{d['bytes_on_disk'] / 2**20:.2f} MiB"
                     + (f" ({d['bytes_on_disk'] / d['frames']:.0f} bytes/frame)" if d["frames"] else "")),
     ]
     print(d["path"])
     for k, v in rows:
-        print(f"  {k:<9} {v}")
+        if v is not None:
+            print(f"  {k:<9} {v}")
     for p in d["problems"]:
         print(f"  problem   {p}")
+
+
+def capture_rows(c: dict | None) -> list[tuple[str, str]]:
+    """The rows of what the screen recorder measured: the rate it reached against the one asked
+    for, the frames it dropped, why it stopped, and the keys pressed that no control records."""
+    if c is None:
+        return []
+    dropped = int(c.get("dropped", 0))
+    rows = [("capture", f"{float(c.get('achieved_fps', 0)):.1f} fps of {c['asked_fps']:g} asked, {dropped} of "
+             f"{plural(int(c.get('captured', 0)) + dropped, 'frame')} dropped ({c['dropped_fraction']:.0%}), "
+             f"stopped: {c.get('stop_reason') or 'done'}")]
+    keys = c.get("unrecorded_keys")
+    if isinstance(keys, dict) and keys:
+        rows.append(("unmapped", wrap([f"{k} {n}" for k, n in sorted(keys.items(), key=lambda kv: -kv[1])],
+                                      " (presses of keys that no control records)")))
+    return rows
+
+
+def wrap(items: list[str], end: str = "") -> str:
+    """A row's value: `items` joined by commas, then `end`, on lines of at most 100 characters
+    that start under the first (an item is never cut in two)."""
+    lines = [""]
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else end)
+        if lines[-1] and len(lines[-1]) + 1 + len(piece) > 100 - 12:
+            lines.append("")
+        lines[-1] += (" " if lines[-1] else "") + piece
+    return ("\n" + " " * 12).join(lines)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -120,9 +194,9 @@ def cmd_build(args: argparse.Namespace) -> int:
                     skip_damaged=args.skip_damaged)
     for line in summary["skipped"]:
         print(f"note: {line}", file=sys.stderr)
-    print(f"wrote {summary['out']}: {summary['frames_out']} frames in {summary['episodes_out']} episodes "
+    print(f"wrote {summary['out']}: {summary['frames_out']} frames in {plural(summary['episodes_out'], 'episode')} "
           f"at {summary['size']}, {summary['fps']:g} fps (from {summary['frames_in']} frames in "
-          f"{summary['episodes_in']} episodes)")
+          f"{plural(summary['episodes_in'], 'episode')})")
     return 0
 
 
@@ -130,7 +204,8 @@ def build_parser(prog: str = "dreamcade data") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Inspect recording stores and "
                                 "build training stores from them.")
     sub = p.add_subparsers(dest="command", required=True)
-    info = sub.add_parser("info", help="frames, duration, fps, size, episodes, controls, bytes, problems",
+    info = sub.add_parser("info", help="frames, duration, fps, size, episodes, controls and their presses, what the "
+                          "screen recorder measured, bytes, problems",
                           description="Print what each store holds and any problem found: a tail "
                           "left by a killed writer, arrays of different lengths, damaged chunks "
                           "(with --verify). Exit status 1 when a store cannot be opened or has damaged chunks, "
@@ -148,7 +223,8 @@ def build_parser(prog: str = "dreamcade data") -> argparse.ArgumentParser:
     b.add_argument("raw", nargs="+", metavar="RAW", help="recording stores (.zarr)")
     b.add_argument("--out", required=True, help="training store to write")
     b.add_argument("--size", type=parse_size, required=True,
-                   help="WIDTHxHEIGHT of the training frames, multiples of 8 (e.g. 64x64)")
+                   help="WIDTHxHEIGHT of the training frames, any size no larger than the source (e.g. 64x64, "
+                   "64x36 for a 16:9 game)")
     b.add_argument("--fps", type=float, default=None,
                    help="target frame rate, the source rate divided by a whole number (default: keep)")
     b.add_argument("--crop", type=parse_crop, default=None, help="X,Y,W,H region of the source frames")

@@ -2,7 +2,8 @@
 
 A command's `main` runs its work through `boundary`, which turns a UserError into one
 `error: ...` line and exit status 2, a full disk into one line and exit status 1, and Ctrl-C into
-one line and exit status 130. Anything else is a bug and keeps its traceback.
+one line and exit status 130. Anything else is a bug and keeps its traceback. `plural` gives the
+messages their counts ("1 episode", "3 episodes").
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 class UserError(Exception):
     """A mistake the user can fix: the message names the file, option or key, and the fix."""
+
+
+def plural(n: int, noun: str) -> str:
+    """"1 episode", "2 episodes": a count and its noun, for messages."""
+    return f"{n} {noun if n == 1 else noun + 's'}"
 
 
 def boundary(work: Callable[[], int], interrupted: str = "interrupted") -> int:

@@ -7,7 +7,7 @@ import argparse
 import shlex
 import sys
 
-from dreamcade.dataset.errors import boundary
+from dreamcade.dataset.errors import boundary, plural
 
 
 def parse_args(argv=None, prog: str = "dreamcade export") -> argparse.Namespace:
@@ -39,6 +39,6 @@ def run(args: argparse.Namespace, argv) -> int:
     info = export_world(args.run, args.out, args.data, args.report, args.episodes, args.frames, command,
                         overwrite=args.overwrite)
     r = info["reference"]
-    print(f"wrote {args.out}: {info['name']} at step {info['step']}, {r['episodes']} start episodes "
+    print(f"wrote {args.out}: {info['name']} at step {info['step']}, {plural(r['episodes'], 'start episode')} "
           f"({r['frames']} frames); play it with `dreamcade play --checkpoint {args.out}`")
     return 0

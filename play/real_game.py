@@ -4,7 +4,8 @@ same one-hot actions, its frames brought to the model's size the way the store's
 
 A raw `record env` store keeps the game in `source` (kind "env": env_id, frameskip,
 repeat_action_probability); a training store from `dreamcade data build` keeps each recording's source
-in `source.sources[i].source`, and its options (size, crop, fps) in `source.options`.
+in `source.sources[i].source`, and its options (size, crop, fps) in `source.options`. A screen
+recording has no game to rebuild, and play says so.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 
 from dreamcade.dataset.build import BuildOptions, transform
 from dreamcade.dataset.controls import ControlSpec
+from dreamcade.dataset.source import SCREEN, game_name, is_screen
 from dreamcade.dataset.store import Store, StoreError, open_store
 
 
@@ -21,6 +23,10 @@ def game_source(store: Store) -> tuple[dict | None, int, dict, str]:
     src = store.attrs.get("source") or {}
     if src.get("kind") == "env":
         return src, 1, {}, ""
+    if is_screen(src):
+        name = game_name(src)
+        return None, 1, {}, ("it runs only for gymnasium recordings, and this model's data was recorded from the "
+                             "screen" + (f" ({name})" if name != SCREEN else ""))
     if src.get("kind") != "build":
         return None, 1, {}, "its frames do not come from a gymnasium game"
     games = [s.get("source") or {} for s in src.get("sources", [])]

@@ -275,3 +275,50 @@ def test_info_shows_an_uncommitted_tail(tmp_path, small_spec):
     assert "frames    12" in out
     assert "uncommitted tail ignored: frames +8, actions +7" in out
     assert "array lengths differ" in out
+
+
+def screen_store(path, spec, stats: dict | None):
+    """23 frames at 15 fps in two episodes (starts 0 and 12), as `record screen` writes them: `left`
+    on at frames 0-2, 6 and 10-14 (held across the episode start), `right` never, `mouse_dx` moved
+    in 6 frames."""
+    actions = np.zeros((23, 3), np.float32)
+    actions[[0, 1, 2, 6, 10, 11, 12, 13, 14], 0] = 1
+    actions[[3, 4, 5, 15, 16, 17], 2] = [4, -2, 1, 7, 3, -1]
+    source = {"kind": "screen", "window": "SuperTux", "window_class": "supertux2", "region": [0, 0, 160, 120]}
+    with StoreWriter(path, spec=spec, fps=15, frame_size=(16, 12), source=source, capture_size=(160, 120),
+                     events=True, extra_attrs={"capture_stats": stats} if stats else None) as w:
+        for t in range(23):
+            if t == 12:
+                w.begin_episode()
+            w.append(numbered_frame(t), actions[t], t / 15 + (5.0 if t >= 12 else 0.0))
+
+
+def test_info_shows_what_the_screen_recorder_measured_and_the_presses(tmp_path, small_spec, capsys):
+    from dreamcade.dataset.__main__ import main
+
+    path = tmp_path / "s.zarr"
+    stats = {"frames": 23, "episodes": 2, "captured": 23, "dropped": 7, "recorded_seconds": 2.0, "achieved_fps": 11.5,
+             "cpu_seconds": 0.5, "wall_seconds": 3.0, "cpu_fraction": 0.1667, "stop_reason": "Ctrl-C",
+             "unrecorded_keys": {"space": 4, "f": 1}}
+    screen_store(path, small_spec, stats)
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "frames    23  (1.5 s at 15 fps)" in out
+    assert "capture   11.5 fps of 15 asked, 7 of 30 frames dropped (23%), stopped: Ctrl-C" in out
+    assert "presses   left 4, right 0" in out, "a press is a rise from 0 to 1 within an episode"
+    assert "non-zero  mouse_dx 26% of frames" in out
+    assert "unmapped  space 4, f 1 (presses of keys that no control records)" in out
+    assert main(["info", str(path), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)[0]
+    assert d["presses"] == {"left": 4, "right": 0} and d["nonzero_fraction"] == {"mouse_dx": 0.261}
+    c = d["capture_stats"]
+    assert (c["asked_fps"], c["achieved_fps"], c["dropped"], c["dropped_fraction"], c["stop_reason"]) == (
+        15.0, 11.5, 7, 0.233, "Ctrl-C")
+    assert c["unrecorded_keys"] == {"space": 4, "f": 1} and c["cpu_fraction"] == 0.1667
+    # a recording without the stats (an env recording, or one from before they were stored): presses only
+    screen_store(tmp_path / "old.zarr", small_spec, None)
+    assert main(["info", str(tmp_path / "old.zarr")]) == 0
+    out = capsys.readouterr().out
+    assert "presses   left 4, right 0" in out and "capture " not in out and "unmapped" not in out
+    assert main(["info", str(tmp_path / "old.zarr"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["capture_stats"] is None

@@ -112,6 +112,28 @@ def test_the_world_folder_holds_what_it_says(run, tmp_path):
         assert text in card, text
 
 
+def test_the_card_names_a_screen_recorded_game_by_its_window(run, tmp_path):
+    import yaml
+    import zarr
+
+    run_dir, data = run
+    for source, game in (({"window": "SuperTux: Milestone 1", "window_class": "supertux2"}, "SuperTux: Milestone 1"),
+                         ({"window": "", "window_class": "supertux2"}, "supertux2"),
+                         ({"region": [0, 0, 320, 240]}, "a screen recording")):
+        screen = tmp_path / f"{game[:5]}.zarr"
+        shutil.copytree(data, screen)
+        zarr.open_group(str(screen), mode="r+").attrs["source"] = {"kind": "screen", **source, "capture": "mss"}
+        world = tmp_path / f"{game[:5]} world"
+        in_process("export", str(run_dir), "--data", str(screen), "--out", str(world), "--episodes", "1",
+                   "--frames", "20")
+        card = (world / "README.md").read_text()
+        assert json.loads((world / "world.json").read_text())["game"] == game
+        assert f"# tiny: a dreamcade world of {game}\n" in card and f"| game | {game} |" in card, card
+        assert "| start contexts | 1 episode, 20 frames" in card, card
+        tags = yaml.safe_load(card.split("---\n")[1])["tags"]
+        assert tags[3:] == ([] if game == "a screen recording" else [game]), tags
+
+
 def test_export_refuses_what_would_lose_or_mislead(run, tmp_path):
     run_dir, data = run
     for out, says in ((data / "w", "lies inside the input"), (data, "is the input"),

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dreamcade.dataset.errors import plural
+from dreamcade.dataset.source import SCREEN, game_name
 from dreamcade.dataset.store import Store, StoreError, StoreWriter, open_store, software_version, store_exists
 from dreamcade.files.checkpoint import CONFIG_FILE, MODEL_DIR, CheckpointError, load_model, model_home, save_model
 from dreamcade.files.frames import check_frames
@@ -72,7 +74,7 @@ def reference_episodes(stores: list[Store], cfg: Config, episodes: int) -> tuple
     own split), then training ones; each at least the context plus one frame long."""
     from dreamcade.dataset.windows import NoEpisodesError, WindowDataset
 
-    L, kw = cfg.data.context, dict(context=1, val_fraction=cfg.data.val_fraction, mode="stream")
+    L, kw = cfg.data.context, dict(context=1, val_fraction=cfg.data.val_fraction, mode="stream", gap=cfg.data.context)
     try:
         held = WindowDataset(stores, split="val", **kw).episodes
     except NoEpisodesError:
@@ -124,6 +126,10 @@ def training_summary(run: Path) -> dict:
     return out
 
 
+HELD_OUT_NOUN = {"episode": "held-out episode", "time": "held-out segment"}
+"""What an eval report's rollouts started from (its reference's `held_out_by`): None, nothing held out."""
+
+
 def report_summary(report: Path, run: Path | None = None, step: int | None = None) -> dict:
     """The headline figures of an `eval drift` report (its metrics.json); with `run` and `step`,
     the report must be of that model (CheckpointError names the model it measured)."""
@@ -134,9 +140,11 @@ def report_summary(report: Path, run: Path | None = None, step: int | None = Non
         ck = m.get("checkpoint") or {}
         out = {"report": str(report), "command": m.get("command"), "one_step_psnr": m["one_step"]["model"]["psnr_pooled"],
                "repeat_last_psnr": m["one_step"]["repeat_last"]["psnr_pooled"], "horizon": r["horizon"],
-               "episodes": len(r["episodes"]), "healthy_horizon_min": r["healthy_horizon"]["min"],
+               "episodes": len(r["episodes"]), "held_out_by": (m.get("reference") or {}).get("held_out_by", "episode"),
+               "healthy_horizon_min": r["healthy_horizon"]["min"],
                "healthy_horizon_median": r["healthy_horizon"]["median"],
-               "action_following": a.get("accuracy"), "action_following_ceiling": a.get("ceiling")}
+               "action_following": a.get("accuracy"), "action_following_ceiling": a.get("ceiling"),
+               "action_following_unmeasured": a.get("unmeasured")}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise CheckpointError(f"{report}: not an `eval drift` report with rollouts ({type(e).__name__}: {e}); "
                               "pass the --out folder of `dreamcade eval drift --checkpoint RUN`") from None
@@ -193,7 +201,7 @@ def export_world(run: str | Path, out: str | Path, data: list[str] | None = None
                    {k: v for k, v in meta.items() if k == "distilled"})
         info = {"format": WORLD_FORMAT, "format_version": WORLD_VERSION, "name": cfg.name,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "software_version": software_version(),
-                "step": int(meta.get("step", 0)), "game": game_name(stores[0]),
+                "step": int(meta.get("step", 0)), "game": game_name(stores[0].attrs.get("source")),
                 "data": data_summary(stores), "reference": ref, "training": training_summary(run_dir),
                 "eval": figures, "commands": {"train": train_command(run_dir), "export": command}}
         if meta.get("distilled"):  # a student of `dreamcade distill`: its training is the teacher's
@@ -206,16 +214,6 @@ def export_world(run: str | Path, out: str | Path, data: list[str] | None = None
         (tmp / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n")
         (tmp / "README.md").write_text(model_card(info, cfg))
     return info
-
-
-def game_name(store: Store) -> str:
-    """The gymnasium game of a store, or what it was recorded from."""
-    src = store.attrs.get("source") or {}
-    if src.get("kind") == "build":
-        games = {(s.get("source") or {}).get("env_id") or (s.get("source") or {}).get("kind", "?")
-                 for s in src.get("sources", [])}
-        return ", ".join(sorted(str(g) for g in games))
-    return str(src.get("env_id") or src.get("kind") or "unknown")
 
 
 def data_summary(stores: list[Store]) -> dict:
@@ -234,14 +232,17 @@ def model_card(info: dict, cfg: Config) -> str:
     """README.md: the model card (diffusers' front matter, then what a player wants to know)."""
     d, t, e, r = info["data"], info["training"], info["eval"], info["reference"]
     fig = lambda x, fmt="{:.2f}": "not measured" if x is None else fmt.format(x)
-    lines = ["---", "library_name: diffusers", "tags:", "- world-model", "- dreamcade", "- diffusion",
-             f"- {info['game'].split('/')[-1]}", "---", "", f"# {info['name']}: a dreamcade world of {info['game']}", "",
+    # the game's tag, quoted (a window title may hold ": "); none for an unnamed screen recording
+    tag = [] if info["game"] == SCREEN else [f"- {json.dumps(info['game'].split('/')[-1])}"]
+    lines = ["---", "library_name: diffusers", "tags:", "- world-model", "- dreamcade", "- diffusion", *tag,
+             "---", "", f"# {info['name']}: a dreamcade world of {info['game']}", "",
              "An action-conditioned diffusion world model: it generates the game frame by frame from "
              "your input. Play it with `dreamcade play --checkpoint THIS_FOLDER`; it starts from the "
              "real episode starts kept in `reference.zarr` and needs nothing else.", "",
              "| | |", "|---|---|",
              f"| game | {info['game']} |",
-             f"| data | {d['frames']:,} frames ({d['hours']:.2f} hours at {d['fps']:g} frames/s), {d['episodes']} episodes, {d['size']} |",
+             f"| data | {d['frames']:,} frames ({d['hours']:.2f} hours at {d['fps']:g} frames/s), "
+             f"{plural(d['episodes'], 'episode')}, {d['size']} |",
              (f"| training | distilled from {info['distilled']['teacher']} ({info['distilled']['teacher_steps']} sampler "
               f"steps, trained {info['step']:,} steps) in {info['distilled']['iterations']:,} iterations, "
               f"{fig(t.get('minutes'), '{:.1f} minutes')} |" if info.get("distilled") else
@@ -250,16 +251,18 @@ def model_card(info: dict, cfg: Config) -> str:
              f"{cfg.sampler.steps} sampler steps |"]
     if e:
         lines += [f"| one-step PSNR | {fig(e['one_step_psnr'])} dB (repeating the last frame: {fig(e['repeat_last_psnr'])} dB) |",
-                  f"| healthy horizon | {e['healthy_horizon_min']} steps in the worst of {e['episodes']} held-out episodes, "
+                  f"| healthy horizon | {e['healthy_horizon_min']} steps in the worst of "
+                  f"{plural(e['episodes'], HELD_OUT_NOUN.get(e.get('held_out_by'), 'episode'))}, "
                   f"{fig(e['healthy_horizon_median'], '{:.0f}')} median, of {e['horizon']} |",
                   f"| action following | {fig(e['action_following'], '{:.3f}')} (real-data ceiling "
-                  f"{fig(e['action_following_ceiling'], '{:.3f}')}) |"]
+                  f"{fig(e['action_following_ceiling'], '{:.3f}')}) |" if not e.get("action_following_unmeasured") else
+                  f"| action following | unmeasured: {e['action_following_unmeasured']} |"]
     else:
         lines += [f"| one-step PSNR | {fig(t.get('val_psnr'), '{:.2f} dB')} on training's validation batches "
                   f"(repeating the last frame: {fig(t.get('val_psnr_repeat_last'), '{:.2f} dB')}) |",
                   "| healthy horizon | not measured: run `dreamcade eval drift` and export with `--report` |",
                   "| action following | not measured |"]
-    lines += [f"| start contexts | {r['episodes']} episodes, {r['frames']:,} frames ({r['which']}) |", "",
+    lines += [f"| start contexts | {plural(r['episodes'], 'episode')}, {r['frames']:,} frames ({r['which']}) |", "",
               "## How it was made", "", "```"] + [c for c in (info["commands"]["train"],
                                                                      info["commands"].get("distill")) if c]
     if e and e.get("command"):
