@@ -2,9 +2,11 @@
 
 A window for target frame t holds frames t-L .. t and actions t-L .. t of one episode. Steps
 before the episode start are padded by repeating its first frame (action zeroed, mask False),
-so every frame but the first of an episode is a target. Episodes are split into train and
-validation by a hash of the store's identity and the episode's start: the same in every process
-and every run for the same stores.
+so every frame but the first of an episode is a target. `split_data` decides, for training, eval,
+play and export alike, which frames train and which validate: with several episodes, whole
+episodes, by a hash of the store's identity and the episode's start; with one (a single screen
+recording), its last frames, by time, L frames before them left unused (see `time_split`). Either
+is the same in every process and every run for the same stores, fraction and context.
 
 Two frame sources: "ram" loads the split's episodes once (uint8, channel-first) and gathers
 windows with one fancy index per batch; "stream" reads chunk by chunk through a small cache,
@@ -18,6 +20,7 @@ import hashlib
 import json
 import os
 from collections import OrderedDict
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +29,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from dreamcade.dataset.batch import Batch, collate
 from dreamcade.dataset.controls import ControlSpec, SpecError
+from dreamcade.dataset.errors import plural
 from dreamcade.dataset.store import Episode, Store, StoreError, open_store
 
 SPLITS = ("train", "val", "all")
@@ -73,6 +77,80 @@ def split_episodes(keys: list[float], val_fraction: float) -> np.ndarray:
     return is_val
 
 
+def time_split(n: int, val_fraction: float, gap: int) -> tuple[int, int] | None:
+    """One episode of `n` frames split by time: (n_train, first), frames [0, n_train) to train on,
+    [n_train, first) unused (`gap` frames), [first, n) to validate on: the last round(f * n)
+    frames, at least gap + 1. None when that leaves fewer than 2 frames to train on.
+
+    With gap = L, the last training frame and the first validation frame are L + 1 frames apart:
+    no window of L + 1 frames (L of context and the target) of the recording holds both."""
+    n_val = max(int(round(val_fraction * n)), gap + 1)
+    n_train = n - n_val - gap
+    return (n_train, n - n_val) if n_train >= 2 else None
+
+
+@dataclass(frozen=True)
+class Part:
+    """Frames [start, stop) of store number `store` that windows are cut from, padded at `start`
+    like an episode's start: a whole episode, or one side of an episode split by time. `episode`
+    is that episode's number in its store, `whole` its frames."""
+
+    store: int
+    start: int
+    stop: int
+    episode: int
+    whole: Episode
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True)
+class Split:
+    """Which parts train and which validate. `by`: "episode" (whole episodes held out), "time"
+    (the last frames of the one episode held out) or None (nothing held out, `why` says why)."""
+
+    train: list[Part]
+    val: list[Part]
+    every: list[Part]
+    by: str | None
+    why: str = ""
+
+
+def split_data(stores: list[Store], val_fraction: float, gap: int) -> Split:
+    """The one rule for what is held out (training, eval, play and export call it through
+    WindowDataset): with two episodes or more (of two frames or more), whole episodes
+    (split_episodes by episode_key); with one, its last frames by time (time_split, `gap` = the
+    model's context). A function of the stores, the fraction and the gap, so every reader of a
+    run's config gets the run's split."""
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+    eps = [Part(k, e.start, e.stop, i, e) for k, s in enumerate(stores) for i, e in enumerate(s.episodes())
+           if len(e) >= 2]
+    if not eps:
+        raise StoreError(f"{stores[0].path}: no episode has two frames or more")
+    if val_fraction == 0:
+        return Split(eps, [], eps, None, "val_fraction is 0")
+    if len(eps) >= 2:
+        is_val = split_episodes([episode_key(stores[p.store], p.start) for p in eps], val_fraction)
+        return Split([p for p, v in zip(eps, is_val) if not v], [p for p, v in zip(eps, is_val) if v], eps, "episode")
+    (p,) = eps
+    cut = time_split(len(p), val_fraction, gap)
+    if cut is None:
+        return Split(eps, [], eps, None, f"the stores hold 1 episode, of {len(p)} frames: too few to hold out its "
+                     f"last frames by time (that takes {2 * gap + 3}: at least {gap + 1} to validate on, a gap of "
+                     f"{gap} and 2 to train on); record longer or more episodes (pauses and resets start new "
+                     "ones) or use split='all'")
+    n_train, first = cut
+    return Split([replace(p, stop=p.start + n_train)], [replace(p, start=p.start + first)], eps, "time")
+
+
+def percent(x: float) -> str:
+    """A share as a percentage, never rounded to 0%."""
+    pct = 100 * x
+    return f"{pct:.0f}%" if pct >= 1 else f"{pct:.2g}%"
+
+
 class _StreamFrames:
     """Frames read from the stores chunk by chunk, with an LRU cache of decoded chunks. Each
     process (DataLoader worker) opens the stores itself."""
@@ -115,12 +193,17 @@ class WindowDataset(Dataset):
     def __init__(self, stores: list[str | Path | Store], context: int, split: str = "train",
                  val_fraction: float = 0.1, mode: str = "auto", expect_spec: ControlSpec | None = None,
                  as_float: bool = False, ram_limit_bytes: int | None = None,
-                 cache_chunks: int = 32, skip_damaged: bool = False) -> None:
+                 cache_chunks: int = 32, skip_damaged: bool = False, gap: int | None = None) -> None:
         """skip_damaged: leave out episodes that touch a missing or undecodable chunk (every chunk
         is decoded once to find them; `skipped` then says what was left out). Otherwise damage
-        raises StoreError when it is read."""
+        raises StoreError when it is read. gap: frames left unused before the validation part of
+        an episode split by time (default: `context`); pass the model's context to read its split
+        through windows of another length."""
         if context < 1:
             raise ValueError(f"context must be at least 1 frame, got {context}")
+        self.gap = context if gap is None else gap
+        if self.gap < 0:
+            raise ValueError(f"gap must be 0 or more frames, got {gap}")
         if split not in SPLITS or mode not in MODES:
             raise ValueError(f"split must be one of {SPLITS} and mode one of {MODES}")
         opened = [s if isinstance(s, Store) else open_store(s) for s in stores]
@@ -159,36 +242,45 @@ class WindowDataset(Dataset):
         return ref
 
     def _index_episodes(self, val_fraction: float, skip_damaged: bool) -> None:
-        eps = [(k, e) for k, s in enumerate(self.stores) for e in s.episodes() if len(e) >= 2]
+        split = split_data(self.stores, val_fraction, self.gap)
+        self.held_out_by, self.n_episodes = split.by, len(split.every)
+        eps = {"train": split.train, "val": split.val, "all": split.every}[self.split]
         if not eps:
-            raise StoreError(f"{self.stores[0].path}: no episode has two frames or more")
-        is_val = split_episodes([episode_key(self.stores[k], e.start) for k, e in eps], val_fraction)
-        keep = {"train": ~is_val, "val": is_val, "all": np.ones(len(eps), bool)}[self.split]
-        eps = [ep for ep, flag in zip(eps, keep) if flag]
-        if not eps:
-            raise NoEpisodesError(f"no {self.split} episodes: the stores hold {len(is_val)} episode(s); "
-                                  "record more episodes (pauses and resets start new ones) or use split='all'")
+            raise NoEpisodesError(f"no {self.split} episodes: {split.why}")
         if skip_damaged:  # after the split, so that the split of the other episodes is unchanged
             eps = self._drop_damaged(eps)
-        self.ep_store = np.array([k for k, _ in eps], np.int64)
-        self.ep_local = np.array([e.start for _, e in eps], np.int64)
-        self.ep_len = np.array([len(e) for _, e in eps], np.int64)
+        self.parts = eps  # the episodes (or the parts of one, split by time) that windows are cut from
+        self.ep_store = np.array([p.store for p in eps], np.int64)
+        self.ep_local = np.array([p.start for p in eps], np.int64)
+        self.ep_len = np.array([len(p) for p in eps], np.int64)
         self.ep_start = np.concatenate([[0], np.cumsum(self.ep_len)[:-1]]).astype(np.int64)
         # targets: every frame of an episode but its first, in compact (split) frame numbering
         self.targets = np.concatenate([np.arange(a + 1, a + n) for a, n in zip(self.ep_start, self.ep_len)])
         self.target_ep = np.repeat(np.arange(len(eps)), self.ep_len - 1)
-        self.episodes = [(self.stores[k].path, e.start, e.stop) for k, e in eps]
+        self.episodes = [(self.stores[p.store].path, p.start, p.stop) for p in eps]
 
-    def _drop_damaged(self, eps: list[tuple[int, Episode]]) -> list[tuple[int, Episode]]:
+    def held_out(self) -> str:
+        """What a validation split holds out, in words: "2 held-out episodes (of 7)", or "the
+        last 20% (80 frames, 320-399) of episode 0 of STORE, held out by time"."""
+        if self.split != "val":
+            raise ValueError(f"held_out() describes the validation split, not {self.split!r}")
+        if self.held_out_by == "time":
+            return "; ".join(f"the last {percent(len(p) / len(p.whole))} ({plural(len(p), 'frame')}, {p.start}-"
+                             f"{p.stop - 1}) of episode {p.episode} of {self.stores[p.store].path}, held out by time"
+                             for p in self.parts)
+        return f"{plural(len(self.parts), 'held-out episode')} (of {self.n_episodes})"
+
+    def _drop_damaged(self, eps: list[Part]) -> list[Part]:
         bad = {}
-        for k in sorted({k for k, _ in eps}):
+        for k in sorted({p.store for p in eps}):
             episodes, lines = self.stores[k].damaged_episodes()
             bad.update({(k, e.start): line for e, line in zip(episodes, lines)})
-        kept = [(k, e) for k, e in eps if (k, e.start) not in bad]
-        for k, e in eps:
-            if (k, e.start) in bad:
-                self.skipped.append(f"{self.stores[k].path}: skipped the {self.split} episode of frames "
-                                    f"{e.start}-{e.stop - 1}: {bad[k, e.start]}")
+        kept = [p for p in eps if (p.store, p.whole.start) not in bad]
+        for p in eps:
+            if (p.store, p.whole.start) in bad:
+                what = "episode" if p.whole == Episode(p.start, p.stop) else "part of an episode"
+                self.skipped.append(f"{self.stores[p.store].path}: skipped the {self.split} {what} of frames "
+                                    f"{p.start}-{p.stop - 1}: {bad[p.store, p.whole.start]}")
         if not kept:
             raise AllDamagedError(f"every {self.split} episode touches damaged data; first: {self.skipped[0]}")
         return kept

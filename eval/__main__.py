@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from dreamcade.dataset import open_store
 from dreamcade.dataset.controls import SpecError
-from dreamcade.dataset.errors import boundary
+from dreamcade.dataset.errors import boundary, plural
 from dreamcade.dataset.outputs import check_apart
 from dreamcade.dataset.store import store_exists
 from dreamcade.eval import EvalError
@@ -49,9 +49,11 @@ DRIFT_EPILOG = """\
 what is measured:
   one step     held-out windows predicted from real past frames: PSNR and SSIM, beside repeating
                the last frame and the mean training frame
-  rollouts     the --episodes longest held-out episodes, started from their first L real frames
-               and driven by their recorded actions for --horizon steps; PSNR and SSIM per step
-               while the recording lasts (the episode's length caps them), and the step at which
+  held out     the training run's own split: whole episodes, or from a single episode its last
+               data.val_fraction of frames, held out by time; the report says which
+  rollouts     the --episodes longest held-out episodes (or segments), started from their first L
+               real frames and driven by their recorded actions for --horizon steps; PSNR and SSIM
+               per step while the recording lasts (the episode's length caps them), and the step at which
                each falls below the thresholds; past the recording the episode's actions are
                replayed from its start and only the reference-free figures go on
   health       sharpness, colour distance to the data, distance to the nearest training frame,
@@ -70,7 +72,7 @@ def _common(p: argparse.ArgumentParser, **defaults) -> None:
     """The options drift and sweep share: the data, the report folder, the settings, the machine."""
     p.add_argument("--data", nargs="+", metavar="STORE",
                    help="recordings to evaluate on (default: the checkpoint's training stores, data.stores); "
-                        "held-out episodes are the training run's own split (data.val_fraction)")
+                        "what is held out is the training run's own split (data.val_fraction)")
     p.add_argument("--out", required=True, help="report folder to write (e.g. reports/<name>)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing report folder (the old one stays until the new one is complete)")
@@ -252,19 +254,25 @@ def print_drift(m: dict, out: Path) -> None:
     for n in m["notes"]:
         print(f"note: {n}", file=sys.stderr)
     if "one_step" in m:
-        o = m["one_step"]
-        print(f"one step ({o['windows']} held-out windows): PSNR {f(o['model']['psnr_pooled'])} dB pooled "
+        from dreamcade.eval.report import rollout_count
+
+        o, held = m["one_step"], "held-out " if m["reference"]["held_out_by"] else ""
+        print(f"held out: {m['reference']['held_out']}")
+        print(f"one step ({o['windows']} {held}windows): PSNR {f(o['model']['psnr_pooled'])} dB pooled "
               f"(repeat last {f(o['repeat_last']['psnr_pooled'])}, mean frame {f(o['mean_frame']['psnr_pooled'])}), "
               f"SSIM {f(o['model']['ssim']['mean'], 3)}")
         r = m["rollouts"]
         hh = r["healthy_horizon"]
         print(f"healthy horizon: {hh['min']} steps (worst episode), {f(hh['median'], 0)} median, of {r['horizon']}")
-        print(f"rollouts ({len(r['episodes'])} episodes, {r['horizon']} steps): PSNR {f(r['psnr']['pooled'])} dB pooled "
+        print(f"rollouts ({rollout_count(len(r['episodes']), m['reference'])}, {r['horizon']} steps): "
+              f"PSNR {f(r['psnr']['pooled'])} dB pooled "
               f"(frozen frame {f(r['frozen_frame']['psnr']['pooled'])}), SSIM {f(r['ssim']['overall']['mean'], 3)}; "
               f"drift score, last chunk {f(r['health']['drift_score']['per_chunk_mean'][-1])}")
         a = r.get("action_following")
-        if a:
-            print(f"action following: {f(a['accuracy'], 3)} (real held-out ceiling {f(a['ceiling'], 3)}, "
+        if a and a.get("unmeasured"):
+            print(f"action following: unmeasured: {a['unmeasured']}")
+        elif a:
+            print(f"action following: {f(a['accuracy'], 3)} (real {held}ceiling {f(a['ceiling'], 3)}, "
                   f"chance {f(a['chance'], 3)})")
     if "sessions" in m:
         s = m["sessions"]
@@ -272,6 +280,10 @@ def print_drift(m: dict, out: Path) -> None:
               f"{f(s['healthy_horizon']['median'], 0)} median")
         print(f"sessions ({len(s['sequences'])} sequences): drift score, last chunk "
               f"{f(s['health']['drift_score']['per_chunk_mean'][-1])}")
+        a = s.get("action_following")
+        if a:
+            print("sessions: action following: " + (f"unmeasured: {a['unmeasured']}" if a.get("unmeasured") else
+                                                    f"{f(a['accuracy'], 3)} (chance {f(a['chance'], 3)})"))
     print(f"report: {out / 'index.html'}")
 
 
@@ -346,7 +358,8 @@ def cmd_video(args: argparse.Namespace) -> int:
         eps = s.episodes()
         if args.episode is not None:
             if not 0 <= args.episode < len(eps):
-                raise EvalError(f"--episode {args.episode}: {args.store} has {len(eps)} episodes (0 to {len(eps) - 1})")
+                raise EvalError(f"--episode {args.episode}: {args.store} has {plural(len(eps), 'episode')} "
+                                f"(0 to {len(eps) - 1})")
             eps = [eps[args.episode]]
     except BaseException:
         output.abort()

@@ -1,9 +1,10 @@
 """What an evaluation reads: held-out and training episodes of the evaluation stores, evenly
 spaced samples of windows and frames, and the episodes that open-loop rollouts start from.
 
-The split is the training run's own (dataset.WindowDataset, by episode, with the checkpoint's
-`data.val_fraction`): when the stores are the ones the model was trained on, "held-out" means
-never trained on. A store set with no held-out episode falls back to all episodes, and says so.
+The split is the training run's own (dataset.windows.split_data, with the checkpoint's
+`data.val_fraction` and `data.context`): whole episodes, or the last frames of a single one held
+out by time. When the stores are the ones the model was trained on, "held-out" means never trained
+on. Data with nothing held out falls back to all episodes, and says so; `held_out` says which.
 """
 
 from __future__ import annotations
@@ -24,13 +25,16 @@ class EvalData:
 
     stores: list[str]
     heldout: WindowDataset
-    """Windows of L+1 steps over the held-out episodes (or all, see `split`)."""
+    """Windows of L+1 steps over the held-out episodes or segments (or all, see `split`)."""
     heldout_pairs: WindowDataset
-    """Windows of 2 steps (one transition) over the same held-out episodes."""
+    """Windows of 2 steps (one transition) over the same held-out frames."""
     train: WindowDataset
-    """Windows of 2 steps over the training episodes (or all)."""
+    """Windows of 2 steps over the training frames (or all)."""
     split: str
-    """"val" normally; "all" when the stores hold no held-out episode."""
+    """"val" normally; "all" when the stores hold nothing held out."""
+    held_out: str
+    """What was held out, in words: "2 held-out episodes (of 7)", "the last 20% (80 frames,
+    320-399) of episode 0 of STORE, held out by time", or "nothing: every episode is used"."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -45,11 +49,16 @@ class EvalData:
     def frame_shape(self) -> tuple[int, int, int]:
         return tuple(self.heldout.frame_shape)
 
+    @property
+    def held_out_by(self) -> str | None:
+        """"episode" or "time" (what the held-out parts are), None when nothing is held out."""
+        return self.heldout.held_out_by if self.split == "val" else None
+
 
 def _windows(stores: list[Store], context: int, split: str, val_fraction: float,
-             spec: ControlSpec | None, skip_damaged: bool) -> WindowDataset:
+             spec: ControlSpec | None, skip_damaged: bool, gap: int) -> WindowDataset:
     return WindowDataset(stores, context=context, split=split, val_fraction=val_fraction, mode="stream",
-                         expect_spec=spec, skip_damaged=skip_damaged)
+                         expect_spec=spec, skip_damaged=skip_damaged, gap=gap)
 
 
 def open_eval_data(paths: list[str], context: int, val_fraction: float,
@@ -57,18 +66,19 @@ def open_eval_data(paths: list[str], context: int, val_fraction: float,
                    skip_damaged: bool = False) -> EvalData:
     """Open `paths` (StoreError names a bad one). With `heldout=False` every episode serves as
     reference (sessions measured against the data, no model). With `skip_damaged`, episodes
-    that touch a damaged chunk are left out and a note says which."""
+    that touch a damaged chunk are left out and a note says which. `context` is the model's: it
+    is the gap of a split by time, for the 2-step windows too, so they split as training did."""
     if not paths:
         raise EvalError("no data: pass --data STORE... (the checkpoint names no training stores)")
     stores = [open_store(p) for p in paths]
     split, notes = "val", []
-    w = lambda ctx, sp: _windows(stores, ctx, sp, val_fraction, spec, skip_damaged)
+    w = lambda ctx, sp: _windows(stores, ctx, sp, val_fraction, spec, skip_damaged, context)
     if heldout:
         try:
             held = w(context, "val")
         except NoEpisodesError as e:
             split = "all"
-            notes.append(f"no held-out episode in the data ({e}); every episode is used for both the "
+            notes.append(f"nothing held out in the data ({e}); every episode is used for both the "
                          "reference and the evaluation, so the figures are not on unseen data")
     else:
         split = "all"
@@ -77,7 +87,8 @@ def open_eval_data(paths: list[str], context: int, val_fraction: float,
     pairs = w(1, split)
     train = w(1, "train" if split == "val" else "all")
     notes += list(dict.fromkeys(held.skipped + train.skipped))
-    return EvalData([str(p) for p in paths], held, pairs, train, split, notes)
+    what = held.held_out() if split == "val" else "nothing: every episode is used"
+    return EvalData([str(p) for p in paths], held, pairs, train, split, what, notes)
 
 
 def sample_items(n_items: int, n: int) -> np.ndarray:
@@ -111,7 +122,8 @@ def sample_frames(ds: WindowDataset, n: int) -> np.ndarray:
 
 @dataclass
 class RolloutCase:
-    """One held-out episode to roll out from its start, with what happened in it."""
+    """One held-out episode (or segment, held out by time) to roll out from its start, with what
+    happened in it."""
 
     path: str
     start: int
@@ -146,12 +158,13 @@ def load_case(path: str | Path, start: int, stop: int, context: int, horizon: in
 
 
 def rollout_cases(data: EvalData, context: int, horizon: int, episodes: int) -> list[RolloutCase]:
-    """The `episodes` longest held-out episodes with at least one frame after the context
-    (ties: in store order). Raises EvalError when none is long enough."""
+    """The `episodes` longest held-out episodes (or segments, held out by time: each started from
+    its own first frames) with at least one frame after the context (ties: in store order).
+    Raises EvalError when none is long enough."""
     eps = [(p, a, b) for p, a, b in data.heldout.episodes if b - a > context]
     if not eps:
         raise EvalError(f"no held-out episode of {', '.join(data.stores)} has more than {context} frames "
-                        "(the model's context); record longer episodes")
+                        f"(the model's context; held out: {data.held_out}); record longer episodes")
     order = sorted(range(len(eps)), key=lambda i: (-(eps[i][2] - eps[i][1]), i))[:episodes]
     return [load_case(*eps[i], context, horizon) for i in sorted(order)]
 

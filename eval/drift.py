@@ -9,6 +9,7 @@ imported from this module too.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ from tqdm import tqdm
 
 from dreamcade.eval.data import EvalData, RolloutCase, SessionSequence, sample_frames, sample_transitions, sample_windows
 from dreamcade.eval.health import HealthBand, HealthReference, drift_score, frame_health
-from dreamcade.eval.idm import ActionLabels, IdmResult, correct, train_idm
+from dreamcade.eval.idm import ActionLabels, IdmResult, correct, split_by_time, train_idm
 from dreamcade.eval.metrics import mse, psnr, psnr_from_mse, ssim
 from dreamcade.eval.results import Reference, Rollouts, SessionResult
 from dreamcade.eval.rollout import MeanFrame, RepeatLast, one_step, open_loop
@@ -45,9 +46,18 @@ def build_reference(data: EvalData, settings: DriftSettings, device: torch.devic
     if ActionLabels(data.spec).n_out == 0:
         notes.append("the control spec has no binary control: action following is not scored")
     else:
-        idm = train_idm(sample_transitions(data.train, settings.idm_pairs),
-                        sample_transitions(data.heldout_pairs, settings.idm_pairs), data.spec,
-                        steps=settings.idm_steps, device=device, seed=settings.seed, progress=settings.progress)
+        train = sample_transitions(data.train, settings.idm_pairs)
+        if data.split == "val":
+            check = sample_transitions(data.heldout_pairs, settings.idm_pairs)
+        else:  # nothing held out: check on the last fifth of the transitions, kept from training
+            train, check = split_by_time(train)
+        idm = train_idm(train, check, data.spec, steps=settings.idm_steps, device=device, seed=settings.seed,
+                        progress=settings.progress, desc=f"action classifier (--idm-steps {settings.idm_steps})")
+        if settings.progress:
+            print(f"action classifier: {settings.idm_steps} steps in {idm.seconds:.0f} s "
+                  f"(--idm-steps sets how many)", file=sys.stderr)
+        if idm.unmeasured:
+            notes.append(f"action following is unmeasured: {idm.unmeasured}")
     return Reference(data, health, idm, bank.mean(0).round().astype(np.uint8), real_band(data, health, settings),
                      notes)
 

@@ -16,7 +16,9 @@ free-running session. Each is compared with the same number on real frames of th
   picture; flicker and noise score high).
 - drift score: each chunk of a sequence against its first chunk (see `drift_score`).
 - healthy horizon: the first step at which a sequence's health, averaged over a window of
-  steps, leaves the band that windows of real frames occupy (see `HealthBand`).
+  steps, leaves the band that windows of real frames occupy (see `HealthBand`); windows of real
+  frames that are not gameplay (a fade, a black screen) are left out of the band (`gameplay`).
+  Play's HUD builds its band with the same function.
 """
 
 from __future__ import annotations
@@ -166,32 +168,69 @@ figure is 0, and a frame drawn one level off everywhere would leave a band no ey
 FIGURES = ("sharpness", "motion", "colour_distance", "nearest")
 
 
+OUTLIER_IQR = 3.0
+"""Tukey's far-out fences: a real window whose figure lies more than this many interquartile
+ranges beyond the quartiles of the real windows (on a log scale) is not gameplay."""
+LOG_FLOOR = 1e-4
+"""Figures below this count as this on the log scale (no eye tells them apart): a black screen's
+sharpness of 0 is far below the game's, not infinitely far."""
+LOOKS = ("sharpness", "colour_distance")
+"""The figures that say whether a window looks like the game: its edges and its colours (not
+its motion: a player standing still is playing; not the nearest-frame distance: fades are in
+the bank too)."""
+
+
 def window_means(values: np.ndarray, window: int) -> np.ndarray:
     """Means of consecutive windows of `window` steps (the last may be shorter)."""
     return np.array([values[a:a + window].mean() for a in range(0, len(values), window)])
 
 
+def gameplay(means: dict[str, np.ndarray]) -> np.ndarray:
+    """bool [W]: which real windows are gameplay, from the window means of each figure ([W]
+    each). A window is left out when its sharpness or colour distance lies beyond Tukey's far-out
+    fences over the windows: more than OUTLIER_IQR interquartile ranges past the quartiles, and
+    more than a factor BAND_FACTOR, on a log scale (a figure that barely varies sheds no window
+    over a hair). Fades and black screens go while they are under a quarter of the windows (the
+    quartiles hold); clean gameplay seldom sheds one."""
+    keep = np.ones(len(next(iter(means.values()))), bool)
+    for v in (means[k] for k in LOOKS if k in means):
+        x = np.log(np.maximum(v, LOG_FLOOR))
+        q1, q3 = np.quantile(x, [0.25, 0.75])
+        reach = max(OUTLIER_IQR * (q3 - q1), np.log(BAND_FACTOR))
+        keep &= (x >= q1 - reach) & (x <= q3 + reach)
+    return keep
+
+
 @dataclass
 class HealthBand:
     """The band real frames occupy, per figure, for windows of `window` steps: a generated
-    window is healthy when each figure lies within it. From windows of real held-out frames:
-    sharpness and motion in [lowest real / 2, highest real x 2] (catches blur, a frozen world,
-    flicker and noise), colour distance and nearest-frame RMSE at most 2 x the highest real, and
-    never below `LEVEL_FLOOR` (catches colours and shapes leaving the data)."""
+    window is healthy when each figure lies within it. From the windows of real frames that are
+    gameplay (see `gameplay`): sharpness and motion in [lowest real / 2, highest real x 2]
+    (catches blur, a frozen world, flicker and noise), colour distance and nearest-frame RMSE at
+    most 2 x the highest real, and never below `LEVEL_FLOOR` (catches colours and shapes leaving
+    the data). One function for eval's healthy horizon and play's HUD."""
 
     window: int
     low: dict[str, float]
     high: dict[str, float]
+    windows: int = 0
+    """Real windows it was built from."""
+    left_out: int = 0
+    """Of those, the ones that were not gameplay (see `gameplay`)."""
 
     @classmethod
     def build(cls, real: list[FrameHealth], window: int, figures: tuple[str, ...] = FIGURES) -> HealthBand:
+        """From the health of real sequences (frames consecutive within each), in windows of
+        `window` steps."""
         means = {k: np.concatenate([window_means(getattr(h, k), window) for h in real if len(h)]) for k in figures}
+        keep = gameplay(means)
+        means = {k: v[keep] for k, v in means.items()}
         low = {k: float(means[k].min()) / BAND_FACTOR if k in ("sharpness", "motion") else 0.0 for k in figures}
         high = {k: float(means[k].max()) * BAND_FACTOR for k in figures}
         for k in ("colour_distance", "nearest"):
             if k in high:
                 high[k] = max(high[k], LEVEL_FLOOR)
-        return cls(window, low, high)
+        return cls(window, low, high, len(keep), int((~keep).sum()))
 
     def leaves(self, figure: str, mean: float) -> str | None:
         """"low" or "high" when a window mean of `figure` lies outside the band, else None."""
@@ -213,7 +252,8 @@ class HealthBand:
         return (out[0][0], out[0][1]) if out else (len(h), None)
 
     def summary(self) -> dict:
-        return {"window": self.window, "low": self.low, "high": self.high, "factor": BAND_FACTOR}
+        return {"window": self.window, "low": self.low, "high": self.high, "factor": BAND_FACTOR,
+                "windows": self.windows, "left_out": self.left_out}
 
 
 def chunk_bounds(length: int, size: int) -> list[tuple[int, int]]:

@@ -39,6 +39,11 @@ def para(text: str, cls: str = "help") -> str:
     return f'<p class="{cls}">{esc(text)}</p>'
 
 
+def unmeasured(why: str) -> str:
+    """A figure that is not given, and why (instead of a number that means nothing)."""
+    return para(f"Unmeasured: {why}.", "note")
+
+
 def image(src: str, alt: str) -> str:
     return f'<img src="{esc(src)}" alt="{esc(alt)}">'
 

@@ -7,10 +7,17 @@ score: some actions have no visible effect in some states), and the share of the
 action is chance. Exclusive specs (discrete game actions) are one classification; other specs
 score each binary control separately (the mean of the per-control accuracies); continuous
 controls are not scored.
+
+The classifier sees frames brought down to at most `WORKING_SIDE` pixels on their long side
+(area interpolation, aspect kept), real and generated alike, so its cost does not grow with the
+frame size. Where its ceiling is not clearly above chance (see `unreadable`), it cannot read the
+actions on real frames, and action following is unmeasured rather than a figure.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,9 +31,24 @@ from dreamcade.dataset.pixels import hwc_to_model
 from dreamcade.eval import EvalError
 
 
+WORKING_SIDE = 32
+"""The most pixels on the long side of what the classifier sees: larger frames are brought down
+to it (area interpolation, aspect kept), so a 64x64 or 128x72 store costs what a 32x32 one does."""
+
+
+def working_size(h: int, w: int, side: int = WORKING_SIDE) -> tuple[int, int]:
+    """(h, w) of the classifier's input for frames of h x w: unchanged up to `side` on the long
+    side, else scaled down to `side` there, the short side rounded (at least 1)."""
+    if max(h, w) <= side:
+        return h, w
+    scale = side / max(h, w)
+    return max(1, round(h * scale)), max(1, round(w * scale))
+
+
 class InverseDynamics(nn.Module):
-    """(frame t, frame t+1) -> logits over the actions: three 3x3 convolutions over the two
-    frames and their difference, then average and max pooling (small moving objects count)."""
+    """(frame t, frame t+1) -> logits over the actions: both frames at the working size (see
+    `working_size`), then three 3x3 convolutions over the two frames and their difference, and
+    average and max pooling (small moving objects count)."""
 
     def __init__(self, n_out: int, width: int = 32) -> None:
         super().__init__()
@@ -36,10 +58,18 @@ class InverseDynamics(nn.Module):
             nn.Conv2d(2 * width, 2 * width, 3, stride=2, padding=1), nn.SiLU())
         self.head = nn.Linear(4 * width, n_out)
 
+    def inputs(self, before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
+        """before, after: uint8 [B, H, W, 3] -> what the convolutions see, float [B, 9, h, w]
+        in [-2, 2]: both frames at the working size and their difference."""
+        a, b = (hwc_to_model(x) for x in (before, after))  # float [B, 3, H, W] in [-1, 1]
+        size = working_size(*a.shape[-2:])
+        if size != tuple(a.shape[-2:]):
+            a, b = (F.interpolate(x, size=size, mode="area") for x in (a, b))  # [B, 3, h, w]
+        return torch.cat([a, b, b - a], 1)
+
     def forward(self, before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
         """before, after: uint8 [B, H, W, 3] -> logits [B, n_out]."""
-        a, b = (hwc_to_model(x) for x in (before, after))  # float [B, 3, H, W] in [-1, 1]
-        h = self.convs(torch.cat([a, b, b - a], 1))  # [B, 2w, H/4, W/4]
+        h = self.convs(self.inputs(before, after))  # [B, 2w, h/4, w/4]
         return self.head(torch.cat([h.mean((2, 3)), h.amax((2, 3))], 1))
 
 
@@ -83,6 +113,34 @@ class ActionLabels:
         return float(torch.maximum(p, 1 - p).mean())
 
 
+MIN_GAIN = 0.1
+"""The share of the way from chance to a perfect score that the ceiling must cover."""
+Z = 3.0
+"""Standard errors above chance the ceiling must be: a one-sided binomial test at p ~ 0.001."""
+
+
+def needed(chance: float, n: int) -> float:
+    """The ceiling above which the classifier reads real frames' actions: chance plus the larger
+    of MIN_GAIN of the way to 1 and Z standard errors of a guesser that is right with
+    probability `chance` on `n` transitions (binomial; for several binary controls the
+    per-transition mean counts as one trial, which overstates the error: the safe side)."""
+    return chance + max(MIN_GAIN * (1 - chance), Z * math.sqrt(chance * (1 - chance) / max(n, 1)))
+
+
+def unreadable(ceiling: float, chance: float, n: int) -> str | None:
+    """Why action following cannot be measured when the classifier's accuracy on `n` real
+    held-out transitions (`ceiling`) is not clearly above `chance` (see `needed`); else None."""
+    if n == 0 or not math.isfinite(ceiling):
+        return "no real held-out transition to check the classifier on"
+    need = needed(chance, n)
+    if ceiling > need:
+        return None
+    if ceiling <= chance:
+        return f"the classifier reads real frames' actions no better than chance ({ceiling:.3f} vs {chance:.3f})"
+    return (f"the classifier reads real frames' actions not clearly better than chance ({ceiling:.3f} vs "
+            f"{chance:.3f}; above {need:.3f} needed on {n} real transitions)")
+
+
 @dataclass
 class IdmResult:
     """A trained IDM and how well it reads real transitions."""
@@ -96,18 +154,28 @@ class IdmResult:
     train_accuracy: float
     n_train: int
     n_heldout: int
+    seconds: float = 0.0
+    """Wall time of the training."""
+
+    @property
+    def unmeasured(self) -> str | None:
+        """Why action following is not a figure (the classifier cannot read real frames), or None."""
+        return unreadable(self.ceiling, self.chance, self.n_heldout)
 
     def summary(self) -> dict:
-        return {"ceiling": self.ceiling, "chance": self.chance, "train_accuracy": self.train_accuracy,
+        return {"ceiling": self.ceiling, "chance": self.chance, "needed": needed(self.chance, self.n_heldout),
+                "unmeasured": self.unmeasured, "train_accuracy": self.train_accuracy,
                 "train_transitions": self.n_train, "heldout_transitions": self.n_heldout,
+                "train_seconds": round(self.seconds, 1),
                 "scored_controls": [self.labels.spec.names[i] for i in self.labels.columns],
                 "exclusive": self.labels.spec.exclusive}
 
 
 def fit(before: np.ndarray, after: np.ndarray, actions: np.ndarray, spec: ControlSpec, steps: int = 600,
         batch: int = 64, lr: float = 2e-3, device: torch.device | str = "cpu", seed: int = 0,
-        progress: bool = False) -> InverseDynamics:
-    """Train an IDM on real transitions (uint8 [N, H, W, 3] twice, actions [N, A]) with AdamW."""
+        progress: bool = False, desc: str = "action classifier") -> InverseDynamics:
+    """Train an IDM on real transitions (uint8 [N, H, W, 3] twice, actions [N, A]) with AdamW;
+    `desc` names the progress bar."""
     labels = ActionLabels(spec)
     if labels.n_out == 0:
         raise EvalError("the control spec has no binary control for action following to score")
@@ -116,7 +184,7 @@ def fit(before: np.ndarray, after: np.ndarray, actions: np.ndarray, spec: Contro
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     b, a, y = torch.from_numpy(before), torch.from_numpy(after), labels.targets(actions)
     rng = np.random.default_rng(seed)
-    for _ in tqdm(range(steps), desc="action classifier", disable=not progress, leave=False):
+    for _ in tqdm(range(steps), desc=desc, disable=not progress, leave=False):
         i = torch.from_numpy(rng.integers(0, len(y), min(batch, len(y))))
         loss = labels.loss(model(b[i].to(device), a[i].to(device)), y[i].to(device))
         opt.zero_grad(set_to_none=True)
@@ -138,10 +206,22 @@ def correct(model: InverseDynamics, labels: ActionLabels, before: np.ndarray, af
     return torch.cat(out).numpy().astype(np.float64) if out else np.zeros(0)
 
 
+def split_by_time(transitions: tuple[np.ndarray, ...], share: float = 0.2) -> tuple[tuple, tuple]:
+    """Transitions in the data's order (before, after, actions) -> (the first 1 - `share` to train
+    on, the last `share` to check on): an honest ceiling where the data holds nothing out (a
+    ceiling on the training transitions measures memory, not whether frames show actions)."""
+    k = int(round(len(transitions[0]) * (1 - share)))
+    return tuple(x[:k] for x in transitions), tuple(x[k:] for x in transitions)
+
+
 def train_idm(train: tuple[np.ndarray, np.ndarray, np.ndarray], heldout: tuple[np.ndarray, np.ndarray, np.ndarray],
               spec: ControlSpec, **fit_kw) -> IdmResult:
     """Fit on `train` transitions (before, after, actions), score on `heldout` ones."""
+    t0 = time.perf_counter()
     model = fit(*train, spec, **fit_kw)
+    seconds = time.perf_counter() - t0
     labels = ActionLabels(spec)
-    return IdmResult(model, labels, float(correct(model, labels, *heldout).mean()), labels.chance(heldout[2]),
-                     float(correct(model, labels, *train).mean()), len(train[0]), len(heldout[0]))
+    ceiling = correct(model, labels, *heldout)
+    return IdmResult(model, labels, float(ceiling.mean()) if len(ceiling) else math.nan,
+                     labels.chance(heldout[2]) if len(heldout[2]) else math.nan,
+                     float(correct(model, labels, *train).mean()), len(train[0]), len(heldout[0]), seconds)

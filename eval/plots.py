@@ -93,7 +93,7 @@ def plot_health(path: Path, ref: HealthReference, series: list[dict], title: str
     for ax, (key, name, scale, level) in zip(axes, panels):
         for s in series:
             _health_lines(ax, s["health"], key, s["colour"], s["label"], scale)
-        ax.axhline(level, color=REAL, ls="--", lw=1, label="real held-out frames (mean)")
+        ax.axhline(level, color=REAL, ls="--", lw=1, label="real frames (mean)")
         ax.set_ylabel(name)
     ax = axes[3]
     for s in series:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from dreamcade.dataset.errors import plural
 from dreamcade.dataset.outputs import Output
 from dreamcade.dataset.store import software_version
 from dreamcade.eval import html as H
@@ -85,7 +86,8 @@ def drift_metrics(prov: dict, ref: Reference, ev: ModelEval | None, sess: list[S
 def _levels(ref: Reference) -> list:
     if ref.idm is None:
         return []
-    return [(ref.idm.ceiling, "ceiling: real held-out transitions", "--"), (ref.idm.chance, "chance", ":")]
+    real = "real held-out" if ref.data.held_out_by else "real"
+    return [(ref.idm.ceiling, f"ceiling: {real} transitions", "--"), (ref.idm.chance, "chance", ":")]
 
 
 def rollout_files(out: Path, ev: ModelEval, ref: Reference, settings: DriftSettings, n_videos: int) -> dict:
@@ -96,11 +98,12 @@ def rollout_files(out: Path, ev: ModelEval, ref: Reference, settings: DriftSetti
     size = settings.chunk
     starts = list(range(0, r.psnr.shape[1], size))
     series = [{"label": "generated", "colour": GEN, "health": r.health, "starts": starts,
-               "drift": drift_means(r.drift, len(starts)), "action": chunk_means(r.action, size) if ref.idm else None,
+               "drift": drift_means(r.drift, len(starts)),
+               "action": chunk_means(r.action, size) if ref.action_scored else None,
                "action_levels": _levels(ref)},
               {"label": "recorded (same episodes)", "colour": REAL, "health": r.real_health, "starts": starts,
                "drift": drift_means(r.real_drift, len(starts)), "ls": "--",
-               "action": chunk_means(r.real_action, size) if ref.idm else None}]
+               "action": chunk_means(r.real_action, size) if ref.action_scored else None}]
     plot_health(out / "health.png", ref.health, series, "rollouts")
     s = ev.one_step.samples
     write_image(out / "one_step.png", grid([upscale(row, max(1, 64 // row.shape[1])) for row in s]))
@@ -153,7 +156,7 @@ def session_files(out: Path, sess: list[SessionResult], ref: Reference, settings
     starts = list(range(0, T, size))
     acts = [r.action for r in sess if r.action is not None and len(r.action)]
     action = None
-    if acts:
+    if acts and ref.action_scored:
         arr = np.stack([np.concatenate([a, np.full(T - len(a), np.nan)]) for a in acts])
         action = chunk_means(arr, size)
     series = [{"label": "session", "colour": "tab:purple", "health": [r.health for r in sess], "starts": starts,
@@ -185,7 +188,7 @@ def _header(m: dict) -> list[str]:
     many = m.get("checkpoints") or []
     rows = [["checkpoint", ck.get("path") or ", ".join(c["path"] for c in many) or "–"],
             ["checkpoint step", ck.get("step") or ", ".join(str(c["step"]) for c in many) or "–"],
-            ["data", ", ".join(m["data"])], ["episodes used", m["reference"]["split"]],
+            ["data", ", ".join(m["data"])], ["held out", m["reference"]["held_out"]],
             ["sessions", ", ".join(m["session_stores"]) or "–"], ["device", m["device"]],
             ["horizon (steps)", s["horizon"]], ["drift chunk (frames)", s["chunk_frames"]]]
     if m.get("sampler"):
@@ -198,12 +201,23 @@ def _header(m: dict) -> list[str]:
     return out
 
 
+def _real(ref: dict) -> str:
+    """"real held-out" when the data held something out, else "real" (every episode was used)."""
+    return "real held-out" if ref.get("held_out_by") else "real"
+
+
+def _measured_on(ref: dict) -> str:
+    """What the figures are measured on, in words: the held-out data, or every episode."""
+    return ref["held_out"] if ref.get("held_out_by") else "every episode (nothing is held out)"
+
+
 def _one_step(m: dict) -> str:
     names = {"model": "model", "repeat_last": "repeat the last frame", "mean_frame": "mean training frame"}
     rows = [[names[k], _ms(v["psnr"]), v["psnr_pooled"], _ms(v["ssim"], 3)] for k, v in m["one_step"].items()
             if k in names]
     return H.section("One step, teacher-forced", H.para(
-        f"Each of {m['one_step']['windows']} held-out windows: the next frame predicted from the real past "
+        f"Each of {m['one_step']['windows']} windows of {_measured_on(m['reference'])}: the next frame predicted "
+        "from the real past "
         "frames and actions. Pooled PSNR is that of the mean squared error over all windows (identical frames "
         "cannot inflate it)."), H.table(["predictor", "PSNR dB (mean ± std)", "PSNR dB pooled", "SSIM"], rows),
         H.image("one_step.png", "one-step samples"),
@@ -225,11 +239,14 @@ def _rollouts(m: dict) -> str:
                         _ms(fz["ssim"]["overall"], 3)]])
     rows = _crossing_rows(r["psnr"]["crossings"], n, " dB") + _crossing_rows(r["ssim"]["crossings"], n, " SSIM")
     below = r["psnr_below_frozen_frame_from_step"]
-    return H.section("Open-loop rollouts", _healthy(r["healthy_horizon"], r["horizon"]), H.para(
-        f"{n} held-out episodes, each started from its first real frames and driven by its recorded actions for "
-        f"{r['horizon']} steps. Ground truth lasts as long as the episode ({r['reference_steps']['min']} to "
+    ref = m["reference"]
+    part = "segment" if ref.get("held_out_by") == "time" else "episode"
+    return H.section("Open-loop rollouts", _healthy(r["healthy_horizon"], r["horizon"], _real(ref)), H.para(
+        f"{rollout_count(n, ref)}, each started from its first real frames and driven by its recorded "
+        f"actions for {r['horizon']} steps. Ground truth lasts as long as the {part} ({r['reference_steps']['min']} to "
         f"{r['reference_steps']['max']} steps here): PSNR and SSIM stop there, the health figures below run on. "
-        "Past the recording the episode's actions are replayed from its start."), overall,
+        f"Past the recording the {part}'s actions are replayed from its start. Held out: {ref['held_out']}."),
+        overall,
         H.image("steps.png", "recorded and generated frames at steps " + ", ".join(map(str, shown_steps(r["horizon"])))),
         H.para("Steps " + ", ".join(f"{t:,}" for t in shown_steps(r["horizon"])) + " of the first episodes: in "
                "each pair of rows the recording above (dark once it has ended), the model below."),
@@ -242,12 +259,21 @@ def _rollouts(m: dict) -> str:
         H.para(f"Generation: {H.fmt(r['generated_frames_per_second'], 1)} frames/s (all episodes of a batch together)."))
 
 
-def _healthy(hh: dict, horizon: int) -> str:
+def rollout_count(n: int, ref: dict) -> str:
+    """The rollouts, counted: "2 held-out episodes", "1 held-out segment" (held out by time) or
+    "2 episodes, nothing held out"."""
+    by = ref.get("held_out_by")
+    if by is None:
+        return f"{plural(n, 'episode')}, nothing held out"
+    return plural(n, "held-out segment" if by == "time" else "held-out episode")
+
+
+def _healthy(hh: dict, horizon: int, real: str) -> str:
     """The headline for long sessions: the healthy horizon, worst episode and median."""
     left = ", ".join(f"{n}{'' if k is None else f' ({k})'}" for n, k in zip(hh["per_episode"], hh["left_by"]))
     return H.para(f"Healthy horizon: {hh['min']} steps in the worst episode, {H.fmt(hh['median'], 0)} median, of "
                   f"{horizon}: the steps before the first window of {hh['window']} steps whose health (sharpness, "
-                  "motion, colour distance, nearest-frame RMSE) leaves the band windows of real held-out frames "
+                  f"motion, colour distance, nearest-frame RMSE) leaves the band windows of {real} frames "
                   f"occupy. Per episode (the figure that left first): {left}.")
 
 
@@ -256,11 +282,13 @@ def at(values: list, k: int):
     return values[k] if k < len(values) else None
 
 
-def _chunk_table(health: dict, real: dict | None, action: dict | None, frames: int) -> str:
+def _chunk_table(health: dict, real: dict | None, action: dict | None, frames: int, real_frames: str) -> str:
     g = health
     header = ["steps", "sharpness / real", "colour distance", "nearest RMSE", "drift score"]
     if real:
         header += ["drift score, recorded"]
+    if action and action.get("unmeasured"):
+        action = None  # no column of dashes: _action says why
     if action:
         header += ["action accuracy"] + (["…recorded"] if real else [])
     rows = []
@@ -274,12 +302,12 @@ def _chunk_table(health: dict, real: dict | None, action: dict | None, frames: i
             if real:
                 row.append(at(action["real_per_chunk"], k))
         rows.append(row)
-    rows.append(["real held-out frames", 1.0, g["colour_distance"]["real_level"], g["nearest"]["real_level"], 0.0]
+    rows.append([f"{real_frames} frames", 1.0, g["colour_distance"]["real_level"], g["nearest"]["real_level"], 0.0]
                 + [None] * (len(header) - 5))
     return H.table(header, rows)
 
 
-HEALTH_HELP = ("Sharpness is the variance of the Laplacian of the luma, shown as a ratio to real held-out frames "
+HEALTH_HELP = ("Sharpness is the variance of the Laplacian of the luma, shown as a ratio to that of real frames "
                "(below 1: blurrier). Motion is the mean absolute change from one frame to the next (0: frozen). Colour distance is the earth mover's distance between a frame's "
                "distribution of levels and the training data's, per channel (k levels off everywhere: k / 255). Nearest RMSE is the distance to the closest of the "
                "bank of training frames ([0, 1] units). The drift score compares each chunk with the first: "
@@ -293,15 +321,18 @@ def _health(m: dict) -> str:
     frames = r["health"]["drift_score"]["chunk_frames"]
     return H.section("Health against time (no ground truth needed)", H.para(HEALTH_HELP),
                      H.image("health.png", "health against time"),
-                     _chunk_table(r["health"], r["real_health"], r.get("action_following"), frames))
+                     _chunk_table(r["health"], r["real_health"], r.get("action_following"), frames,
+                                  _real(m["reference"])))
 
 
 def _action(a: dict | None, ref: dict, recorded: bool) -> str:
     if a is None:
         return H.section("Action following", H.para("Not scored (no classifier: see the notes)."))
     c = ref["action_classifier"]
-    rows = [["real held-out transitions (ceiling)", c["ceiling"]], ["chance (most common action)", c["chance"]],
+    rows = [[f"{_real(ref)} transitions (ceiling)", c["ceiling"]], ["chance (most common action)", c["chance"]],
             ["generated, whole horizon", a["accuracy"]]]
+    if a.get("unmeasured"):
+        return H.section("Action following", H.unmeasured(a["unmeasured"]), H.table(["", "accuracy"], rows[:2]))
     if recorded:
         rows += [["generated, recorded steps only", a["on_recorded_steps"]],
                  ["recorded, same steps", a["real_on_recorded_steps"]]]
@@ -323,9 +354,9 @@ def _sessions(m: dict) -> str:
     rows = [[q["store"], q["episode"], q["frames"], q["note"] or ""] for q in s["sequences"]]
     return H.section("Saved sessions (reference-free)", H.para(
         "Sessions have no ground truth: only health, drift and action following are measured. " + HEALTH_HELP),
-        _healthy(s["healthy_horizon"], max(q["frames"] for q in s["sequences"])),
+        _healthy(s["healthy_horizon"], max(q["frames"] for q in s["sequences"]), _real(m["reference"])),
         H.table(["store", "episode", "frames", "note"], rows), H.image("sessions_health.png", "session health"),
-        _chunk_table(s["health"], None, s.get("action_following"), frames),
+        _chunk_table(s["health"], None, s.get("action_following"), frames, _real(m["reference"])),
         _action(s.get("action_following"), m["reference"], False),
         _videos(m["files"]["sessions"]["videos"], "session"))
 

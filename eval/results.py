@@ -26,10 +26,30 @@ class Reference:
     """The band windows of real held-out frames occupy (the healthy horizon's)."""
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def action_scored(self) -> bool:
+        """Whether action following is a figure: a classifier that reads real frames' actions."""
+        return self.idm is not None and not self.idm.unmeasured
+
     def summary(self) -> dict:
-        return {"split": self.data.split, "health_reference": self.health.summary(),
+        return {"split": self.data.split, "held_out": self.data.held_out, "held_out_by": self.data.held_out_by,
+                "health_reference": self.health.summary(),
                 "health_band": self.band.summary(),
                 "action_classifier": self.idm.summary() if self.idm else None}
+
+
+KEPT = ("ceiling", "chance")
+"""The action-following fields that stay figures when the classifier cannot read real frames."""
+
+
+def action_figures(idm: IdmResult, figures: dict) -> dict:
+    """The action-following section of metrics.json: `figures` (the classifier's accuracies, with
+    its ceiling and chance), and "unmeasured": None, or why the classifier cannot read real
+    frames' actions (IdmResult.unmeasured); then every accuracy is None (a list: each entry)."""
+    why = idm.unmeasured
+    if why:
+        figures = {k: v if k in KEPT else [None] * len(v) if isinstance(v, list) else None for k, v in figures.items()}
+    return {**figures, "unmeasured": why}
 
 
 @dataclass

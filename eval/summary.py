@@ -11,7 +11,7 @@ import torch
 
 from dreamcade.eval.health import FrameHealth, HealthBand, HealthReference
 from dreamcade.eval.metrics import psnr_from_mse
-from dreamcade.eval.results import Reference, Rollouts, SessionResult
+from dreamcade.eval.results import Reference, Rollouts, SessionResult, action_figures
 from dreamcade.eval.settings import DriftSettings
 
 
@@ -160,12 +160,12 @@ def rollout_summary(r: Rollouts, settings: DriftSettings, ref: Reference) -> dic
         "real_health": health_summary(r.real_health, r.real_drift, ref.health, size),
     }
     if ref.idm is not None:
-        out["action_following"] = {
+        out["action_following"] = action_figures(ref.idm, {
             "accuracy": num(np.nanmean(r.action)), "per_chunk": chunk_means(r.action, size),
             "on_recorded_steps": num(np.nanmean(np.where(np.isfinite(r.real_action), r.action, np.nan))),
             "real_on_recorded_steps": num(np.nanmean(r.real_action)),
             "real_per_chunk": chunk_means(r.real_action, size),
-            "ceiling": num(ref.idm.ceiling), "chance": num(ref.idm.chance)}
+            "ceiling": num(ref.idm.ceiling), "chance": num(ref.idm.chance)})
     return out
 
 
@@ -179,6 +179,7 @@ def session_summary(results: list[SessionResult], settings: DriftSettings, ref: 
     if acts and ref.idm is not None:
         T = max(map(len, acts))
         arr = np.stack([pad(a, T) for a in acts])
-        out["action_following"] = {"accuracy": num(np.nanmean(arr)), "per_chunk": chunk_means(arr, settings.chunk),
-                                   "ceiling": num(ref.idm.ceiling), "chance": num(ref.idm.chance)}
+        out["action_following"] = action_figures(ref.idm, {"accuracy": num(np.nanmean(arr)),
+                                                  "per_chunk": chunk_means(arr, settings.chunk),
+                                                  "ceiling": num(ref.idm.ceiling), "chance": num(ref.idm.chance)})
     return out

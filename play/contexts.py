@@ -64,7 +64,19 @@ class Contexts:
         mask = np.arange(self.L) >= pad
         return frames, actions[:-1], mask, {"store": str(path), "frame": start, "episode": k}
 
-    def sample_frames(self, n: int = 256) -> np.ndarray:
-        """Up to n real frames (the start of the first episode), uint8 [n, H, W, 3]."""
-        path, a, b = self.episodes[0]
-        return self.stores[path].read_frames(a, min(b, a + n))
+    def sample_frames(self, runs: int = 64, length: int = 30) -> list[np.ndarray]:
+        """Real frames from across every episode, for the HUD's health band: up to `runs` runs of
+        `length` consecutive frames (uint8 [n, H, W, 3] each, n = `length` unless an episode is
+        shorter) centred on evenly spaced places of the episodes laid end to end. Not the first
+        frames: a death fade or a title screen there would be all the band knew of the game."""
+        sizes = np.array([b - a for _, a, b in self.episodes])
+        ends = np.cumsum(sizes)
+        n = max(1, min(runs, int(ends[-1]) // length))
+        out = []
+        for k in range(n):
+            t = int((k + 0.5) * ends[-1] / n)  # a place on the episodes laid end to end
+            e = int(np.searchsorted(ends, t, side="right"))
+            path, a, b = self.episodes[e]
+            start = max(a, min(a + t - int(ends[e] - sizes[e]) - length // 2, b - length))
+            out.append(self.stores[path].read_frames(start, min(b, start + length)))
+        return out

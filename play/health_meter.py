@@ -1,5 +1,7 @@
 """The play window's live health figure: eval's reference-free health (eval.health) of the last
-frames generated, against the band that windows of real frames occupy."""
+frames generated, against the band that windows of real frames occupy, built by eval's own
+function (eval.health.HealthBand, which leaves out windows that are not gameplay) from runs of
+real frames spread across the reference (play.contexts.Contexts.sample_frames)."""
 
 from __future__ import annotations
 
@@ -16,18 +18,28 @@ WARNINGS = {("sharpness", "low"): "frames are blurring", ("sharpness", "high"): 
             ("colour_distance", "high"): "colours are leaving the game's"}
 
 
+def run_health(frames: np.ndarray, levels: np.ndarray) -> FrameHealth:
+    """The HUD's figures of one run of consecutive frames (nearest-frame distance and histograms
+    left at 0: the HUD does not use them)."""
+    n = len(frames)
+    return FrameHealth(sharpness(frames), colour_distance(frames, levels), np.zeros(n), np.zeros((n, 3, 1)),
+                       motion(frames))
+
+
 class Health:
     """Live health over the last `window` generated frames: sharpness, motion and colour distance,
     each a window mean checked against the band of real frames' windows (eval.health.HealthBand).
-    `value` is the window's sharpness over that of real frames (1 is like the data), for the HUD."""
+    `value` is the window's sharpness over that of the median real frame (1 is like the data),
+    for the HUD."""
 
-    def __init__(self, real_frames: np.ndarray, window: int = 30) -> None:
-        real = np.asarray(real_frames)
-        self.levels = level_distribution(real)
-        self.reference = float(sharpness(real).mean())
-        s, c = sharpness(real), colour_distance(real, self.levels)
-        real_health = FrameHealth(s, c, np.zeros(len(real)), np.zeros((len(real), 3, 1)), motion(real))
-        self.band = HealthBand.build([real_health], window, FIGURES)
+    def __init__(self, real_frames: np.ndarray | list[np.ndarray], window: int = 30) -> None:
+        """`real_frames`: runs of consecutive real frames (uint8 [n, H, W, 3] each; best spread
+        across the game and `window` long), or one such array."""
+        runs = [np.asarray(r) for r in ([real_frames] if isinstance(real_frames, np.ndarray) else real_frames)]
+        self.levels = level_distribution(np.concatenate(runs))  # as eval's: the colours of frames spread evenly
+        health = [run_health(r, self.levels) for r in runs]
+        self.reference = float(np.median(np.concatenate([h.sharpness for h in health])))
+        self.band = HealthBand.build(health, window, FIGURES)
         self.recent = {k: deque(maxlen=window) for k in FIGURES}
         self.previous: np.ndarray | None = None  # the last frame, [1, H, W, 3]
         self.value: float | None = None

@@ -143,13 +143,25 @@ def test_build_refuses_bad_input_with_clear_errors(tmp_path):
         build([tmp_path / "a.zarr", tmp_path / "b.zarr"], tmp_path / "o.zarr", BuildOptions(size=(16, 16)))
     with pytest.raises(StoreError, match=r"a.zarr: --size 32x32 is larger than its 16x16"):
         build([tmp_path / "a.zarr"], tmp_path / "o.zarr", BuildOptions(size=(32, 32)))
-    with pytest.raises(StoreError, match=r"multiples of 8"):
-        build([tmp_path / "a.zarr"], tmp_path / "o.zarr", BuildOptions(size=(12, 16)))
+    with pytest.raises(StoreError, match=r"--size 0x16: width and height must be positive"):
+        build([tmp_path / "a.zarr"], tmp_path / "o.zarr", BuildOptions(size=(0, 16)))
     with pytest.raises(StoreError, match=r"a.zarr: episode 1 \(frames 36-39\) has 4 frames, too few for an action lag of 200 ms \(6 frames"):
         build([tmp_path / "a.zarr"], tmp_path / "o.zarr", BuildOptions(size=(16, 16), action_lag_ms=200))
     with pytest.raises(StoreError, match=r"--fps 20 does not divide the recording's 30 fps"):
         build([tmp_path / "a.zarr"], tmp_path / "o.zarr", BuildOptions(size=(16, 16), fps=20))
     assert not (tmp_path / "o.zarr").exists(), "nothing is written when the input is refused"
+
+
+@pytest.mark.parametrize("size", [(12, 12), (13, 7), (16, 9)])
+def test_build_takes_any_size_the_model_can_pad_to(tmp_path, size):
+    """No multiple of 8 asked for: the network pads the frames to its own factor (model/unet.py)."""
+    w, h = size
+    raw_store(tmp_path / "a.zarr", n=40, starts=(0, 20))
+    build([tmp_path / "a.zarr"], tmp_path / "o.zarr", BuildOptions(size=size), progress=False)
+    s = open_store(tmp_path / "o.zarr")
+    assert (s.width, s.height) == size and s.frame_shape == (h, w, 3) and s.read_frames().shape == (40, h, w, 3)
+    window = WindowDataset([s], context=2, split="all")[0]
+    assert window.frames.shape == (3, 3, h, w)
 
 
 def test_build_cli(tmp_path):
@@ -329,6 +341,56 @@ def test_dataset_refuses_mixed_specs_sizes_and_missing_val(tmp_path, stores):
     raw_store(tmp_path / "big.zarr", n=20, size=24)
     with pytest.raises(StoreError, match=r"big.zarr: frames are 24x24 but .*a.zarr has 16x16"):
         WindowDataset([stores[0], tmp_path / "big.zarr"], context=2)
-    raw_store(tmp_path / "one.zarr", n=20, starts=(0,))
-    with pytest.raises(StoreError, match=r"no val episodes: the stores hold 1 episode"):
+    raw_store(tmp_path / "one.zarr", n=6, starts=(0,))  # one episode too short to split by time (7 frames at L=2)
+    with pytest.raises(StoreError, match=r"no val episodes: the stores hold 1 episode, of 6 frames: too few to "
+                                         r"hold out its last frames by time \(that takes 7"):
         WindowDataset([tmp_path / "one.zarr"], context=2, split="val")
+    with pytest.raises(StoreError, match=r"no val episodes: val_fraction is 0$"):
+        WindowDataset(stores, context=2, split="val", val_fraction=0)
+
+
+# -- one long episode: validation held out by time ------------------------------------------------
+
+def test_one_episode_holds_out_its_last_frames_by_time_with_a_gap_of_the_context(tmp_path):
+    """One long episode (a screen recording): the last val_fraction of its frames are validation, the
+    L frames before them unused. No training window holds a frame of the validation part, every
+    validation window lies inside it, and the two are more than a window (L+1 frames) apart."""
+    path = tmp_path / "one.zarr"
+    raw_store(path, n=100, starts=(0,))
+    L = 3
+    train = WindowDataset([path], context=L, split="train", val_fraction=0.2, mode="ram")
+    val = WindowDataset([path], context=L, split="val", val_fraction=0.2, mode="ram")
+    assert [(a, b) for _, a, b in val.episodes] == [(80, 100)] and [(a, b) for _, a, b in train.episodes] == [(0, 77)]
+    t_ids = decode(train.__getitems__(np.arange(len(train))).frames.numpy())  # [N, L+1]
+    v = val.__getitems__(np.arange(len(val)))
+    v_ids = decode(v.frames.numpy())
+    assert len(val) == 19 and len(train) == 76
+    assert t_ids.max() == 76 and v_ids.min() == 80, "frames 77-79 unused"
+    assert ((v_ids >= 80) & (v_ids < 100)).all(), "validation windows inside their segment"
+    assert v_ids.min() - t_ids.max() == L + 1, "no L+1 consecutive frames hold a training and a validation frame"
+    assert v_ids[:, -1].tolist() == list(range(81, 100)) and v.mask[0].tolist() == [False, False, True, True]
+    assert val.held_out() == f"the last 20% (20 frames, 80-99) of episode 0 of {path}, held out by time"
+    # the same split read through windows of another length (eval's transitions), and every time
+    pairs = WindowDataset([path], context=1, split="train", val_fraction=0.2, gap=L)
+    assert pairs.episodes == train.episodes
+    again = WindowDataset([path], context=1, split="val", val_fraction=0.2, gap=L)
+    assert again.episodes == val.episodes and again.held_out() == val.held_out()
+    assert WindowDataset([path], context=L, split="all").episodes == [(open_store(path).path, 0, 100)]
+    # a validation part holds one whole window (L+1 frames) at least
+    small = WindowDataset([path], context=L, split="val", val_fraction=0.01)
+    assert [(a, b) for _, a, b in small.episodes] == [(96, 100)]
+    assert "last 4% (4 frames, 96-99)" in small.held_out()
+
+
+def test_several_episodes_keep_the_split_by_episode(stores):
+    """Stores of several episodes: whole episodes held out, by the episode keys, as before."""
+    from dreamcade.dataset.windows import episode_key
+
+    opened = [open_store(p) for p in stores]
+    eps = [(s, e) for s in opened for e in s.episodes() if len(e) >= 2]
+    is_val = split_episodes([episode_key(s, e.start) for s, e in eps], 0.3)
+    expected = [(s.path, e.start, e.stop) for (s, e), v in zip(eps, is_val) if v]
+    val = WindowDataset(stores, context=3, split="val", val_fraction=0.3)
+    train = WindowDataset(stores, context=3, split="train", val_fraction=0.3)
+    assert val.episodes == expected and len(train.episodes) == 5
+    assert val.held_out() == "2 held-out episodes (of 7)"

@@ -4,13 +4,15 @@ options built from DriftSettings; no import cycle inside eval."""
 
 import argparse
 import json
+import re
+from html import escape as html_escape
 
 import imageio.v3 as iio
 import pytest
 import torch
 
 from conftest import run_cli
-from dreamcade.dataset import StoreWriter, open_store
+from dreamcade.dataset import Control, ControlSpec, StoreWriter, open_store
 from dreamcade.eval import EvalError
 from dreamcade.eval.__main__ import parse_args
 from dreamcade.eval.settings import DriftSettings, add_options
@@ -65,24 +67,27 @@ def test_drift_writes_the_whole_report(breakout, tmp_path):
     proc = eval_cli("drift", "--checkpoint", str(run), "--data", str(store), "--out", str(out), *SMALL,
                     "--hold-levels", "5")
     assert "one step (64 held-out windows)" in proc.stdout and "report:" in proc.stdout
-    assert "no held-out episode" in proc.stderr, "a single episode: the fallback is said"
+    said = f"the last 20% (80 frames, 320-399) of episode 0 of {open_store(store).path}, held out by time"
+    assert f"held out: {said}" in proc.stdout, "a single episode: its last frames are held out, and said"
     assert sorted(p.name for p in out.iterdir()) == ["health.png", "index.html", "metrics.json", "one_step.png",
                                                       "quality.png", "steps.png", "videos"]
     m = json.loads((out / "metrics.json").read_text())
     assert m["command"].startswith("dreamcade eval drift --checkpoint")
     assert m["checkpoint"] == {"path": str(run), "step": 4}
-    assert m["data"] == [str(store)] and m["reference"]["split"] == "all"
+    assert m["data"] == [str(store)] and m["reference"]["split"] == "val" and m["reference"]["held_out"] == said
     assert m["versions"]["torch"] == torch.__version__ and m["versions"]["dreamcade"]
     assert set(m["one_step"]) >= {"model", "repeat_last", "mean_frame"}
     assert m["one_step"]["windows"] == 64 and m["one_step"]["repeat_last"]["psnr_pooled"] > 30
     r = m["rollouts"]
     assert r["horizon"] == 20 and len(r["episodes"]) == 1 and r["reference_steps"] == {"min": 20, "max": 20}
+    assert (r["episodes"][0]["start"], r["episodes"][0]["stop"]) == (320, 400), "from the held-out segment's start"
     assert len(r["psnr"]["per_step"]["mean"]) == 20 and all(x is not None for x in r["ssim"]["per_step"]["mean"])
     assert [c["threshold"] for c in r["psnr"]["crossings"]] == [30.0, 25.0, 20.0]
     assert len(r["health"]["drift_score"]["per_chunk_mean"]) == 10 and r["health"]["drift_score"]["chunk_frames"] == 2
     assert {"sharpness", "colour_distance", "nearest"} <= set(r["health"])
     a = r["action_following"]
-    assert 0 <= a["accuracy"] <= 1 and 0 < a["chance"] <= 1 and a["ceiling"] is not None
+    # scored on transitions of the held-out segment, a 30-step classifier may not read them (unmeasured)
+    assert (a.get("unmeasured") or 0 <= a["accuracy"] <= 1) and 0 < a["chance"] <= 1 and a["ceiling"] is not None
     assert m["sampler"]["steps"] == 2 and m["sampler"]["hold_levels"] == 5 and "sessions" not in m
     for png in ("health.png", "quality.png", "one_step.png", "steps.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -93,7 +98,7 @@ def test_drift_writes_the_whole_report(breakout, tmp_path):
     assert video.shape[2] >= 2 * 32 * 8, "recorded | generated, upscaled"
     html = (out / "index.html").read_text()
     for part in ("quality.png", "health.png", "one_step.png", "steps.png", "Steps 1, 10, 20 of", "videos/episode_00.mp4", "Open-loop rollouts",
-                 "Action following", "One step, teacher-forced", "no held-out episode"):
+                 "Action following", "One step, teacher-forced", said):
         assert part in html, part
     assert not list(tmp_path.glob(".report.tmp-*")), "no temporary folder left"
 
@@ -219,3 +224,113 @@ def test_the_steps_shown_are_the_decades_and_the_horizon():
     assert shown_steps(1000) == [1, 10, 100, 1000] and shown_steps(300) == [1, 10, 100, 300]
     assert shown_steps(1) == [1] and shown_steps(20) == [1, 10, 20]
 
+
+
+def one_episode_store(path, n: int = 120, size: int = 16):
+    """One episode of n frames (a screen recording with no pause): a block moving with the actions."""
+    from dreamcade.dataset import Control, ControlSpec
+    import numpy as np
+
+    spec = ControlSpec((Control("left", source="key:left"), Control("right", source="key:right")), name="t")
+    rng = np.random.default_rng(0)
+    with StoreWriter(path, spec=spec, fps=10.0, frame_size=(size, size), source={"kind": "test"}) as w:
+        x = size // 2
+        for t in range(n):
+            a = np.array([rng.random() < 0.3, rng.random() < 0.3], np.float32)
+            x = int(np.clip(x + a[1] - a[0], 0, size - 4))
+            f = np.full((size, size, 3), 40, np.uint8)
+            f[6:10, x:x + 4] = 220
+            w.append(f, a, t / 10.0)
+    return path, spec
+
+
+def test_one_episode_is_evaluated_on_its_frames_held_out_by_time_and_says_so(tmp_path):
+    """A one-episode store: eval rolls out from the start of the segment training held out (its last
+    20%), with context from inside it, and every text names what was held out; with nothing held
+    out (val_fraction 0) no text says "held-out"."""
+    from conftest import in_process
+    from dreamcade.files.config_file import load_config
+    from dreamcade.model.denoiser import Denoiser
+
+    store, spec = one_episode_store(tmp_path / "one.zarr")
+    said = f"the last 20% (24 frames, 96-119) of episode 0 of {open_store(store).path}, held out by time"
+    for fraction in (0.2, 0.0):
+        cfg = load_config("configs/tiny.yaml", [f"data.stores={json.dumps([str(store)])}",
+                                                f"data.val_fraction={fraction}"])
+        torch.manual_seed(0)
+        run = tmp_path / f"run{fraction}"
+        save_model(run, Denoiser.build(cfg.model, cfg.diffusion, spec, cfg.data.context, (16, 16)), cfg, 1)
+        out = tmp_path / f"report{fraction}"
+        proc = in_process("eval", "drift", "--checkpoint", str(run), "--out", str(out), *SMALL)
+        m = json.loads((out / "metrics.json").read_text())
+        html = (out / "index.html").read_text()
+        if fraction:
+            assert [(e["start"], e["stop"]) for e in m["rollouts"]["episodes"]] == [(96, 120)]
+            assert m["rollouts"]["reference_steps"] == {"min": 20, "max": 20}
+            assert m["reference"]["split"] == "val" and m["reference"]["held_out"] == said
+            assert m["one_step"]["windows"] == 23  # targets 97-119
+            assert f"held out: {said}" in proc.stdout and "one step (23 held-out windows)" in proc.stdout
+            assert "rollouts (1 held-out segment, 20 steps)" in proc.stdout
+            assert said in html and "nothing held out" not in proc.stderr + html
+        else:
+            assert m["reference"]["split"] == "all" and m["rollouts"]["episodes"][0]["start"] == 0
+            assert "held-out" not in proc.stdout and "held-out" not in html, "nothing was held out"
+            assert "nothing held out in the data (no val episodes: val_fraction is 0" in proc.stderr
+
+
+def block_stores(root, episodes: int = 6, n: int = 250):
+    """The same block-game frames (16x16, NOOP/LEFT/RIGHT/UP/DOWN, each held about 3 steps) in
+    two stores: one with the actions that moved the block, one with other random actions."""
+    import numpy as np
+
+    from dreamcade.record.games import ACTIONS, BlockGame
+
+    spec = ControlSpec(tuple(Control(a) for a in ACTIONS), exclusive=True, name="block")
+    rng = np.random.default_rng(0)
+    paths = (root / "driven.zarr", root / "unrelated.zarr")
+    writers = [StoreWriter(p, spec=spec, fps=15.0, frame_size=(16, 16), source={"kind": "test"}) for p in paths]
+    for e in range(episodes):
+        game = BlockGame(max_steps=10**9)
+        frame, a = game.reset(seed=e)[0], 0
+        for w in writers:
+            w.begin_episode()
+        for t in range(n):
+            if rng.random() < 1 / 3:
+                a = int(rng.integers(5))
+            writers[0].append(frame, spec.one_hot(a), t / 15)
+            writers[1].append(frame, spec.one_hot(int(rng.integers(5))), t / 15)
+            frame = game.step(a)[0]
+    for w in writers:
+        w.close()
+    return paths
+
+
+def test_action_following_is_unmeasured_where_the_classifier_cannot_read_real_frames(tmp_path):
+    """Actions unrelated to the frames: the classifier reads real frames no better than chance,
+    so the printout, metrics.json (null and the reason) and the page say the figure is
+    unmeasured and why. Actions that move the block: a number, as before."""
+    from conftest import in_process
+
+    driven, unrelated = block_stores(tmp_path)
+    small = ["--idm-steps", "150", "--bank", "200", "--horizon", "100", "--videos", "1", "--threads", "1", "--quiet"]
+    for store, readable in ((unrelated, False), (driven, True)):
+        out = tmp_path / f"report_{store.stem}"
+        proc = in_process("eval", "drift", "--session", str(store), "--data", str(store), "--out", str(out), *small)
+        m = json.loads((out / "metrics.json").read_text())
+        a, c = m["sessions"]["action_following"], m["reference"]["action_classifier"]
+        html = (out / "index.html").read_text()
+        if readable:
+            assert a["unmeasured"] is None and c["unmeasured"] is None and c["ceiling"] > c["needed"], c
+            assert 0 <= a["accuracy"] <= 1 and "Unmeasured" not in html
+            assert f"sessions: action following: {a['accuracy']:.3f}" in proc.stdout
+            continue
+        assert a["accuracy"] is None, f"a figure from a classifier that cannot read real frames: {a}, {c}"
+        why = c["unmeasured"]
+        assert c["ceiling"] <= c["needed"] and a["unmeasured"] == why, c
+        assert re.fullmatch(r"the classifier reads real frames' actions (no|not clearly) better than chance "
+                            rf"\({c['ceiling']:.3f} vs {c['chance']:.3f}(; above {c['needed']:.3f} needed on "
+                            rf"{c['heldout_transitions']} real transitions)?\)", why), why
+        assert set(a["per_chunk"]) == {None} and a["chance"] == round(c["chance"], 5)
+        assert f"sessions: action following: unmeasured: {why}" in proc.stdout
+        assert f"note: action following is unmeasured: {why}" in proc.stderr
+        assert "Unmeasured: " + html_escape(why) in html and "action accuracy" not in html

@@ -259,3 +259,44 @@ def test_healthy_horizon_on_sequences_with_a_known_answer():
                             (blurred, {"sharpness", "motion", "colour_distance", "nearest"})):
         steps, figure = band.horizon(frame_health(frames, ref))
         assert k - window <= steps <= k and figure in figures, (steps, figure)
+
+
+def test_the_band_leaves_out_real_windows_that_are_not_gameplay():
+    """A held-out episode that fades to black at step 400 and stays black: its four windows from
+    there are left out (a black screen is far less sharp than the game and far off its colours),
+    so the band is the one of the gameplay alone. With them in, its sharpness could fall to 0
+    (all blur) without leaving it. Clean gameplay sheds no window."""
+    window = 50
+    bank = np.concatenate([block_game_frames(s, 400) for s in range(3)])
+    ref = HealthReference.build(bank, block_game_frames(9, 400))
+    clean = [frame_health(block_game_frames(s, 600), ref) for s in range(10, 14)]
+    faded = block_game_frames(14, 600)
+    faded[400:] = (faded[400:] * np.clip(1 - np.arange(200) / 10, 0, 1)[:, None, None, None]).round().astype(np.uint8)
+    band = HealthBand.build(clean + [frame_health(faded, ref)], window)
+    gameplay_only = HealthBand.build(clean + [frame_health(faded[:400], ref)], window)
+    assert band.low == gameplay_only.low and band.high == gameplay_only.high
+    assert gameplay_only.left_out == 0 and band.left_out == 4 and band.windows == 60
+    assert band.low["sharpness"] > 0
+
+
+# -- action classifier --------------------------------------------------------------------------------
+
+def test_the_action_classifier_sees_at_most_32_pixels_a_side_whatever_the_frame_size():
+    """Its cost does not grow with the frame size: frames above 32 pixels on the long side reach
+    the network at 32 there (area interpolation, aspect kept), smaller ones as they are; a frame
+    of 2x2 blocks comes down to exactly its blocks."""
+    from dreamcade.dataset.pixels import hwc_to_model
+    from dreamcade.eval.idm import InverseDynamics
+
+    model = InverseDynamics(5)
+    seen = []
+    model.convs[0].register_forward_pre_hook(lambda m, args: seen.append(args[0]))
+    for (h, w), size in {(16, 16): (16, 16), (32, 32): (32, 32), (40, 32): (32, 26), (64, 64): (32, 32),
+                         (72, 128): (18, 32), (256, 256): (32, 32)}.items():
+        frames = torch.zeros(2, h, w, 3, dtype=torch.uint8)
+        assert model(frames, frames).shape == (2, 5)
+        assert seen[-1].shape == (2, 9, *size), (h, w)
+    small = torch.from_numpy(np.random.default_rng(0).integers(0, 256, (1, 32, 32, 3), dtype=np.uint8))
+    big = small.repeat_interleave(2, 1).repeat_interleave(2, 2)  # [1, 64, 64, 3] of 2x2 blocks
+    model(big, small.repeat_interleave(2, 1).repeat_interleave(2, 2))
+    assert torch.allclose(seen[-1][:, :3], hwc_to_model(small), atol=1e-6)

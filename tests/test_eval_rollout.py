@@ -145,6 +145,7 @@ def test_the_action_classifier_reads_the_block_game_and_not_shuffled_actions(dat
                     steps=settings.idm_steps, seed=0)
     assert bad.chance == pytest.approx(idm.chance), "shuffling keeps how often each action occurs"
     assert bad.ceiling <= bad.chance + 0.05, bad.summary()
+    assert idm.unmeasured is None and "better than chance" in bad.unmeasured, "no figure from a blind classifier"
 
 
 def test_sessions_get_health_and_action_following(data, ref, settings, block_store):

@@ -253,6 +253,24 @@ def test_the_real_game_runs_beside_the_model_on_the_same_input(block_run, tmp_pa
     assert cli.main(["--checkpoint", run, "--no-real", "--frames", "1", "--save-dir", str(tmp_path)]) == 0
 
 
+def test_no_real_game_beside_a_screen_recording_and_the_message_says_why(tmp_path, capsys):
+    from dreamcade.play.real_game import RealGame
+
+    spec = ControlSpec((Control("left", source="key:left"), Control("jump", source="key:space")), name="keys")
+    raw = tmp_path / "raw.zarr"
+    with StoreWriter(raw, spec=spec, fps=30, frame_size=(16, 16), source={
+            "kind": "screen", "window": "SuperTux", "window_class": "supertux2", "region": [0, 0, 640, 480]}) as w:
+        for t in range(40):
+            w.append(np.full((16, 16, 3), t, np.uint8), np.zeros(2, np.float32), t / 30)
+    assert dataset_main(["build", str(raw), "--out", str(tmp_path / "train.zarr"), "--size", "16x16", "--fps", "15",
+                         "--quiet"]) == 0
+    assert "20 frames in 1 episode at 16x16" in capsys.readouterr().out
+    for path in (raw, tmp_path / "train.zarr"):  # the recording, and the training store built from it
+        real, why = RealGame.find(open_store(path), spec, (16, 16))
+        assert real is None and why == ("no real game to show beside the model: it runs only for gymnasium "
+                                        "recordings, and this model's data was recorded from the screen (SuperTux)")
+
+
 def test_health_figure_is_one_on_real_frames_and_warns_on_blur_and_noise():
     rng = np.random.default_rng(0)
     real = np.kron(rng.integers(0, 256, (8, 4, 4, 3), dtype=np.uint8), np.ones((1, 4, 4, 1), np.uint8))  # blocks
@@ -272,6 +290,44 @@ def test_health_figure_is_one_on_real_frames_and_warns_on_blur_and_noise():
     for _ in range(30):
         h.update(frame)
     assert 0.5 < h.value < 2 and "frozen" in h.warning
+
+
+PALETTE = np.array([[20, 24, 80], [210, 120, 40]], np.uint8)
+
+
+def scrolling_game(n: int, seed: int, size: int = 32) -> np.ndarray:
+    """n frames of a busy game: a two-colour dither scrolling a pixel a frame. It is as sharp as
+    noise and moves two thirds as much, so only its colours tell it from noise."""
+    tex = np.random.default_rng(seed).integers(0, 2, (size, 4 * size))
+    return np.stack([PALETTE[np.roll(tex, -t, 1)[:, :size]] for t in range(n)])
+
+
+def test_the_hud_band_comes_from_across_the_reference_and_ignores_a_fade_at_its_start(tmp_path):
+    """A reference whose first 256 frames are a death fade (to black in 128 frames, then black),
+    then three episodes of the game: the HUD's band is built from runs spread over all of it and
+    leaves the fade out, so pure noise reads red (its colours) and real frames do not. Built from
+    the first 256 frames (before), the colour ceiling was 0.42 and noise passed; from frames
+    spread evenly but with the fade kept in, 0.59, and noise passed too."""
+    from dreamcade.play.contexts import Contexts
+    fade = scrolling_game(256, 0) * np.clip(1 - np.arange(256) / 128, 0, 1)[:, None, None, None]
+    episodes = [fade.round().astype(np.uint8)] + [scrolling_game(700, s) for s in (1, 2, 3)]
+    spec = ControlSpec((Control("left"), Control("right")), name="hud test")
+    with StoreWriter(tmp_path / "ref.zarr", spec=spec, fps=30, frame_size=(32, 32), source={"kind": "test"}) as w:
+        for ep in episodes:
+            w.begin_episode()
+            for t, f in enumerate(ep):
+                w.append(f, np.zeros(2, np.float32), t / 30)
+    runs = Contexts.load(str(tmp_path / "ref.zarr"), spec, L, [], 0.1, 0).sample_frames()
+    h = Health(runs)
+    for frame in np.random.default_rng(9).integers(0, 256, (30, 32, 32, 3), dtype=np.uint8):
+        h.update(frame)
+    assert h.warning, f"pure noise reads unhealthy (here by its colours alone); band {h.band.summary()}"
+    assert h.band.left_out > 0 and h.band.high["colour_distance"] < 0.2, h.band.summary()
+    h.reset()
+    for frame in scrolling_game(60, 7):
+        h.update(frame)
+        assert h.warning is None, "real frames read healthy"
+    assert 0.9 < h.value < 1.1, "the sharpness figure of real frames is about 1"
 
 
 # -- under Xvfb: the real window, keys from xdotool -----------------------------------------------

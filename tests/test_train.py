@@ -421,3 +421,33 @@ def test_a_distillation_runs_through_the_training_loop_and_resumes_to_the_same_w
     losses = [json.loads(line) for line in (tmp_path / "stopped" / "stats.jsonl").read_text().splitlines()]
     assert any("distill/loss" in x for x in losses)
 
+
+
+def one_episode_store(path: Path, n: int = 120, size: int = 16) -> Path:
+    """One episode of n frames (a screen recording with no pause): a block moving with the actions."""
+    spec = ControlSpec((Control("left", source="key:left"), Control("right", source="key:right")), name="t")
+    rng = np.random.default_rng(0)
+    with StoreWriter(path, spec=spec, fps=10.0, frame_size=(size, size), source={"kind": "test"}) as w:
+        x = size // 2
+        for t in range(n):
+            a = np.array([rng.random() < 0.3, rng.random() < 0.3], np.float32)
+            x = int(np.clip(x + a[1] - a[0], 0, size - 4))
+            f = np.full((size, size, 3), 40, np.uint8)
+            f[6:10, x:x + 4] = 220
+            w.append(f, a, t / 10.0)
+    return path
+
+
+def test_a_one_episode_store_trains_with_validation_held_out_by_time(tmp_path):
+    """A single recording still gets validation: its last frames, held out by time; the log has
+    val/ figures and the world's card measured them."""
+    store = one_episode_store(tmp_path / "one.zarr")
+    proc = in_process("train", "--config", "configs/tiny.yaml", "--data", str(store), f"out_dir={tmp_path}",
+                      "train.steps=4", "train.eval_every=2", "train.sample_every=0", "train.threads=1", *FAST[:3],
+                      "--quiet")
+    assert (f"validation: the last 20% (24 frames, 96-119) of episode 0 of {open_store(store).path}, held out by time"
+            in proc.stderr)
+    assert "23 validation" in proc.stderr
+    stats = [json.loads(line) for line in (tmp_path / "tiny" / "stats.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in stats if "val/loss" in r] == [2, 4]
+    assert json.loads((tmp_path / "tiny" / "world" / "world.json").read_text())["training"]["val_psnr"] is not None

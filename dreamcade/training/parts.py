@@ -38,8 +38,11 @@ class LossModule(torch.nn.Module):
 
 
 def build_data(cfg: Config) -> tuple[WindowDataset, WindowDataset | None]:
-    """Training and validation windows (None when the data has one episode, or when
-    data.skip_damaged leaves none); notes what was skipped for damage."""
+    """Training and validation windows, split as dataset.windows.split_data decides from
+    data.stores, data.val_fraction and data.context (whole episodes, or the last frames of a single
+    one, by time): config.yaml is the record of the split that eval, play and export read again.
+    Validation is None when nothing is held out (val_fraction 0, one episode too short to split)
+    or data.skip_damaged leaves none; says what is held out, and notes what was skipped."""
     d = cfg.data
     if not d.stores:
         raise ConfigError("no training data: pass --data STORE... or set data.stores in the config")
@@ -53,10 +56,13 @@ def build_data(cfg: Config) -> tuple[WindowDataset, WindowDataset | None]:
     except AllDamagedError as e:
         val = None
         notes.append(f"no validation: {e}")
-    except NoEpisodesError:
-        val = None  # a single episode: nothing to hold out
+    except NoEpisodesError as e:
+        val = None
+        notes.append(f"no validation: {e}")
     for line in notes:
         print(f"note: {line}", file=sys.stderr)
+    if val is not None and int(os.environ.get("RANK", "0")) == 0:
+        print(f"validation: {val.held_out()}", file=sys.stderr)
     return train, val
 
 
