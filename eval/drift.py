@@ -43,10 +43,13 @@ def build_reference(data: EvalData, settings: DriftSettings, device: torch.devic
     health = HealthReference.build(bank, sample_frames(data.heldout, min(settings.bank, 1000)))
     notes = list(data.notes)
     idm = None
-    if ActionLabels(data.spec).n_out == 0:
+    train = sample_transitions(data.train, settings.idm_pairs) if ActionLabels(data.spec).n_out else None
+    if train is None:
         notes.append("the control spec has no binary control: action following is not scored")
+    elif ActionLabels.for_data(data.spec, train[2]).n_out == 0:
+        notes.append("no binary control is both held and not held in the training data: action following is "
+                     "not scored")
     else:
-        train = sample_transitions(data.train, settings.idm_pairs)
         if data.split == "val":
             check = sample_transitions(data.heldout_pairs, settings.idm_pairs)
         else:  # nothing held out: check on the last fifth of the transitions, kept from training

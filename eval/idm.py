@@ -78,11 +78,27 @@ class ActionLabels:
     """How a spec's action rows become IDM targets."""
 
     spec: ControlSpec
+    used: tuple[int, ...] | None = None
+    """The binary controls scored (see `for_data`); None: all of them."""
+
+    @classmethod
+    def for_data(cls, spec: ControlSpec, actions: np.ndarray) -> ActionLabels:
+        """Labels that score, of a spec that is not exclusive, only the binary controls that are
+        held in some of `actions` (the classifier's training rows) and not in others: a key never
+        pressed (or never let go) tells nothing about the frames, and would only add a free right
+        answer to the classifier, to chance and to every generated frame alike."""
+        if spec.exclusive:
+            return cls(spec)
+        held = np.asarray(actions) > 0.5
+        return cls(spec, tuple(i for i, c in enumerate(spec.controls)
+                               if c.kind == BINARY and 0 < held[:, i].sum() < len(held)))
 
     @property
     def columns(self) -> list[int]:
-        """The scored action columns: all of an exclusive spec, else the binary controls."""
-        return [i for i, c in enumerate(self.spec.controls) if c.kind == BINARY]
+        """The scored action columns: all of an exclusive spec, else the binary controls (those
+        in `used`, when given)."""
+        return [i for i, c in enumerate(self.spec.controls)
+                if c.kind == BINARY and (self.used is None or i in self.used)]
 
     @property
     def n_out(self) -> int:
@@ -173,12 +189,14 @@ class IdmResult:
 
 def fit(before: np.ndarray, after: np.ndarray, actions: np.ndarray, spec: ControlSpec, steps: int = 600,
         batch: int = 64, lr: float = 2e-3, device: torch.device | str = "cpu", seed: int = 0,
-        progress: bool = False, desc: str = "action classifier") -> InverseDynamics:
-    """Train an IDM on real transitions (uint8 [N, H, W, 3] twice, actions [N, A]) with AdamW;
-    `desc` names the progress bar."""
-    labels = ActionLabels(spec)
+        progress: bool = False, desc: str = "action classifier", labels: ActionLabels | None = None
+        ) -> InverseDynamics:
+    """Train an IDM on real transitions (uint8 [N, H, W, 3] twice, actions [N, A]) with AdamW, to
+    read `labels` (default: ActionLabels.for_data of these actions); `desc` names the progress bar."""
+    labels = labels or ActionLabels.for_data(spec, actions)
     if labels.n_out == 0:
-        raise EvalError("the control spec has no binary control for action following to score")
+        raise EvalError("no binary control of the control spec is both held and not held in the data: "
+                        "action following has nothing to score")
     torch.manual_seed(seed)
     model = InverseDynamics(labels.n_out).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
@@ -218,9 +236,9 @@ def train_idm(train: tuple[np.ndarray, np.ndarray, np.ndarray], heldout: tuple[n
               spec: ControlSpec, **fit_kw) -> IdmResult:
     """Fit on `train` transitions (before, after, actions), score on `heldout` ones."""
     t0 = time.perf_counter()
-    model = fit(*train, spec, **fit_kw)
+    labels = ActionLabels.for_data(spec, train[2])
+    model = fit(*train, spec, labels=labels, **fit_kw)
     seconds = time.perf_counter() - t0
-    labels = ActionLabels(spec)
     ceiling = correct(model, labels, *heldout)
     return IdmResult(model, labels, float(ceiling.mean()) if len(ceiling) else math.nan,
                      labels.chance(heldout[2]) if len(heldout[2]) else math.nan,

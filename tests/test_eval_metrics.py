@@ -281,6 +281,27 @@ def test_the_band_leaves_out_real_windows_that_are_not_gameplay():
 
 # -- action classifier --------------------------------------------------------------------------------
 
+def test_the_action_classifier_scores_only_the_controls_the_data_both_holds_and_lets_go():
+    """A key never pressed (or never released) in the classifier's training rows is not scored:
+    it would add a free right answer to the ceiling, to chance and to every generated frame."""
+    from dreamcade.dataset import Control, ControlSpec
+    from dreamcade.eval.idm import ActionLabels, train_idm
+
+    spec = ControlSpec((Control("left"), Control("right"), Control("jump"), Control("x", kind="continuous")))
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (40, 8, 8, 3), dtype=np.uint8)
+    actions = np.zeros((40, 4), np.float32)
+    actions[::3, 0] = 1  # left pressed now and then; right never; jump always; x continuous
+    actions[:, 2] = 1
+    actions[:, 3] = rng.normal(size=40)
+    labels = ActionLabels.for_data(spec, actions)
+    assert labels.columns == [0] and labels.n_out == 1
+    assert ActionLabels(spec).columns == [0, 1, 2], "without data: every binary control"
+    result = train_idm((frames[:-1], frames[1:], actions[:-1]), (frames[:-1], frames[1:], actions[:-1]), spec, steps=2)
+    assert result.summary()["scored_controls"] == ["left"] and result.model.head.out_features == 1
+    assert result.chance == pytest.approx(max(np.mean(actions[:-1, 0]), 1 - np.mean(actions[:-1, 0])))
+
+
 def test_the_action_classifier_sees_at_most_32_pixels_a_side_whatever_the_frame_size():
     """Its cost does not grow with the frame size: frames above 32 pixels on the long side reach
     the network at 32 there (area interpolation, aspect kept), smaller ones as they are; a frame
