@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test test-fast install demo bench bench-gpu clean
+.PHONY: test test-fast install demo demo-screen bench bench-gpu clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ test-fast: $(VENV)/.installed
 # record Breakout, build, train the demo preset (about 15 minutes on 2 CPU cores), measure, play
 demo: $(VENV)/.installed
 	$(PY) demo.py $(ARGS)
+
+# SuperTux from the screen: install it if missing, a bot plays it under Xvfb, record screen, build,
+# train the screen-demo preset (under an hour on 2 CPU cores), measure, export, play
+demo-screen: $(VENV)/.installed
+	$(PY) demo.py --screen $(ARGS)
 
 # every benchmark in turn (about 9 minutes); run it with nothing else running
 bench: $(VENV)/.installed

@@ -10,12 +10,12 @@ import sys
 JOBS = [
     ("record", "dreamcade.record.__main__", "record gameplay: `screen` (a game on your desktop) or `env` (a gymnasium game)"),
     ("data", "dreamcade.dataset.__main__", "training stores and checks: `build` (resize, crop, resample), `info`"),
-    ("train", "dreamcade.train", "train a world model on stores (a preset: tiny, demo, atari-64, screen-64)"),
+    ("train", "dreamcade.train", "train a world model on stores (a preset: tiny, demo, screen-demo, atari-64, screen-64)"),
     ("distill", "dreamcade.distill", "a student of a trained model that makes each frame in fewer sampler steps"),
     ("play", "dreamcade.play.__main__", "play a world in a window, from your keyboard, mouse or gamepad"),
     ("eval", "dreamcade.eval.__main__", "measure it: `drift` (long-session health, healthy horizon), `sweep`, `video`"),
     ("export", "dreamcade.export", "a self-contained world folder from a run, to share"),
-    ("demo", "dreamcade.demo", "the whole loop on Breakout: record, build, train, eval, export, play"),
+    ("demo", "dreamcade.demo", "the whole loop on Breakout (or SuperTux from the screen): record, build, train, eval, export, play"),
 ]
 
 

@@ -2,6 +2,13 @@
 training store, train the `demo` preset, measure its drift, and play it (or, with no display,
 point at the generated-gameplay video). `make demo` runs this after setting up the venv.
 
+`--screen` does the same from the screen, as a person records their own game: SuperTux (a
+platformer from Debian's packages, installed when missing) runs in a virtual X server, a bot
+plays it through xdotool key presses, `dreamcade record screen` records the window with the keys
+of the `platformer` profile, and the world trains with the `screen-demo` preset; the play stage
+runs in the same virtual X server, driven by the same bot, and writes a video of the session.
+`make demo-screen` runs it.
+
 Every stage runs the same command a user would type (printed before it runs), and every stage is
 resumable: a finished stage is skipped, an unfinished store is recorded again (and the training
 store rebuilt from it), an interrupted training resumes from its last checkpoint, and the report
@@ -18,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from dreamcade import demo_game
 from dreamcade.dataset import StoreError, open_store
 from dreamcade.dataset.errors import boundary
 
@@ -26,18 +34,37 @@ HOME = Path(__file__).resolve().parents[1]
 finds the same dreamcade, installed or not, from the user's own folder."""
 
 
+SCREEN_SECONDS = 240
+SCREEN_FPS = 15
+SCREEN_RECORD_SIZE = "128x72"
+DEFAULTS = {"out": ("demo", "demo-screen"), "size": ("32x32", "64x36"), "preset": ("demo", "screen-demo"),
+            "horizon": (1000, 2000)}
+"""Option -> (its default for the Atari demo, for the screen demo)."""
+
+
 def parse_args(argv=None, prog: str = "python demo.py") -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default="demo", help="folder for the data, the run and the report (default: demo)")
+    p.add_argument("--screen", action="store_true", help="record SuperTux from a virtual screen instead of an "
+                   "Atari game (default out: demo-screen)")
+    p.add_argument("--out", default=None, help="folder for the data, the run and the report (default: demo, "
+                   "or demo-screen with --screen)")
     p.add_argument("--game", default="ALE/Breakout-v5", help="gymnasium game to record (default: ALE/Breakout-v5)")
     p.add_argument("--frames", type=int, default=20000, help="frames to record (default: 20000, 22 minutes of play)")
-    p.add_argument("--size", default="32x32", help="training frame size (default: 32x32)")
-    p.add_argument("--preset", default="demo", help="config preset in configs/ (default: demo)")
-    p.add_argument("--horizon", type=int, default=1000, help="rollout length of the drift report (default: 1000)")
+    p.add_argument("--seconds", type=int, default=SCREEN_SECONDS, help="--screen: seconds of play to record "
+                   f"(default: {SCREEN_SECONDS})")
+    p.add_argument("--size", default=None, help="training frame size (default: 32x32, or 64x36 with --screen)")
+    p.add_argument("--preset", default=None, help="config preset in configs/ (default: demo, or screen-demo "
+                   "with --screen)")
+    p.add_argument("--horizon", type=int, default=None, help="rollout length of the drift report (default: 1000, "
+                   "or 2000 with --screen)")
     p.add_argument("--episodes", type=int, default=8, help="held-out episodes rolled out (default: 8)")
     p.add_argument("--no-play", action="store_true", help="do not open the play window at the end")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="training config overrides, e.g. train.steps=500")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for name, (atari, screen) in DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, screen if args.screen else atari)
+    return args
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -46,7 +73,8 @@ def check_args(args: argparse.Namespace) -> None:
     from dreamcade.dataset.__main__ import parse_size
     from dreamcade.dataset.build import BuildOptions
 
-    for option, value in (("--frames", args.frames), ("--horizon", args.horizon), ("--episodes", args.episodes)):
+    for option, value in (("--frames", args.frames), ("--horizon", args.horizon), ("--episodes", args.episodes),
+                          ("--seconds", args.seconds)):
         if value < 1:
             raise StoreError(f"{option} {value}: must be at least 1")
     try:
@@ -56,12 +84,13 @@ def check_args(args: argparse.Namespace) -> None:
     BuildOptions(size=size).check()
 
 
-def run(cmd: list[str], what: str) -> None:
-    """Run one stage's command as a user would, from the folder the demo runs in; stop on failure."""
-    shown = " ".join(["python", *cmd])
+def run(cmd: list[str], what: str, env: dict[str, str] | None = None) -> None:
+    """Run one stage's command as a user would, from the folder the demo runs in (with `env` added
+    to the environment, shown before the command); stop on failure."""
+    shown = " ".join([*(f"{k}={v}" for k, v in (env or {}).items()), "python", *cmd])
     print(f"\n== {what}\n$ {shown}", flush=True)
     path = os.pathsep.join(p for p in (str(HOME), os.environ.get("PYTHONPATH", "")) if p)
-    proc = subprocess.run([sys.executable, *cmd], env={**os.environ, "PYTHONPATH": path})
+    proc = subprocess.run([sys.executable, *cmd], env={**os.environ, **(env or {}), "PYTHONPATH": path})
     if proc.returncode != 0:
         raise SystemExit(f"error: the {what} stage failed (exit {proc.returncode}); fix what it said and run "
                          "the demo again: finished stages are skipped")
@@ -110,17 +139,23 @@ def demo(args: argparse.Namespace) -> int:
     cfg = load_config(args.preset, overrides)
     times: dict[str, float] = {}
 
-    def stage(name: str, done: bool, cmd: list[str]) -> None:
+    def stage(name: str, done: bool, cmd: list[str], runner=run) -> None:
         if done:
             print(f"\n== {name}: done already, skipped")
             return
         t0 = time.perf_counter()
-        run(cmd, name)
+        runner(cmd, name)
         times[name] = round(time.perf_counter() - t0, 1)
 
-    stage("record", store_done(raw, args.frames),
-          ["-m", "dreamcade", "record", "env", "--env", args.game, "--policy", "sticky", "--steps", str(args.frames),
-           "--out", str(raw), "--overwrite"])
+    if args.screen:
+        stage("record", screen_store_done(raw, args.seconds),
+              ["-m", "dreamcade", "record", "screen", "--window", demo_game.WINDOW, "--controls", "platformer",
+               "--fps", str(SCREEN_FPS), "--size", SCREEN_RECORD_SIZE, "--duration", str(args.seconds),
+               "--out", str(raw), "--overwrite", "--quiet"], runner=record_screen)
+    else:
+        stage("record", store_done(raw, args.frames),
+              ["-m", "dreamcade", "record", "env", "--env", args.game, "--policy", "sticky", "--steps",
+               str(args.frames), "--out", str(raw), "--overwrite"])
     built = store_done(train_store) and newer(train_store / "zarr.json", raw / "zarr.json")
     stage("build", built,
           ["-m", "dreamcade", "data", "build", str(raw), "--size", args.size, "--out", str(train_store), "--overwrite"])
@@ -133,6 +168,11 @@ def demo(args: argparse.Namespace) -> int:
     world = out / "world"
     stage("export", newer(world / "world.json", report / "metrics.json"),
           ["-m", "dreamcade", "export", str(run_dir), "--out", str(world), "--report", str(report), "--overwrite"])
+    clip = out / "play.mp4"
+    if args.screen and not args.no_play and not has_display():
+        stage("play", newer(clip, world / "world.json"),
+              ["-m", "dreamcade", "play", "--checkpoint", str(world), "--frames", str(PLAY_FRAMES), "--seed", "0",
+               "--video", str(clip), "--overwrite"], runner=play_screen)
     times_file = out / "demo_times.json"
     old = json.loads(times_file.read_text()) if times_file.is_file() else {}
     times_file.write_text(json.dumps({**old, **times}, indent=2))
@@ -141,6 +181,8 @@ def demo(args: argparse.Namespace) -> int:
     print(f"\nThe demo is ready.\n  checkpoint: {run_dir}\n  report:     {report / 'index.html'}")
     if videos:
         print(f"  video:      {videos[0]}  (real | generated)")
+    if clip.is_file():
+        print(f"  played:     {clip}  (the bot playing the world)")
     print(f"  world:      {world}  (to share: it plays with nothing else; its card is README.md)\n"
           f"  play again: dreamcade play --checkpoint {world}\n"
           f"  evaluate:   dreamcade eval drift --checkpoint {run_dir} --out {report} --overwrite")
@@ -151,6 +193,51 @@ def demo(args: argparse.Namespace) -> int:
         return 0
     run(["-m", "dreamcade", "play", "--checkpoint", str(world)], "play")
     return 0
+
+
+# -- the screen demo's stages --------------------------------------------------------------------
+
+PLAY_FRAMES = 600
+"""Frames the bot plays of the world in the screen demo's play stage (40 s at 15 frames/s)."""
+
+
+def screen_store_done(path: Path, seconds: int) -> bool:
+    """A recording closed cleanly that holds at least 90% of the frames asked for (a machine
+    that dropped more is recorded again)."""
+    return store_done(path) and len(open_store(path)) >= 0.9 * seconds * SCREEN_FPS
+
+
+def record_screen(cmd: list[str], what: str) -> None:
+    """Install the game when missing, start it in a virtual X server, let the bot play, and run
+    the recorder (`cmd`) on that screen until its --duration is over."""
+    from dreamcade.record.xvfb import Xvfb
+
+    demo_game.install_missing()
+    with Xvfb(*demo_game.SCREEN) as x, demo_game.Game(x.display) as game:
+        time.sleep(1.0)
+        demo_game.xdotool(x.display, "key", "Return")  # past the level's title card
+        bot = demo_game.Bot(x.display, seed=0).start()
+        try:
+            run(cmd, what, env={"DISPLAY": x.display})
+        finally:
+            bot.stop()
+        if not game.running:
+            print("note: the game ended before the recording did (the recorder stopped with it)")
+        print(f"the bot pressed: {', '.join(f'{k} {n}x' for k, n in sorted(bot.presses.items()))}")
+
+
+def play_screen(cmd: list[str], what: str) -> None:
+    """Play the world in a virtual X server (no display here), the bot at its keys; the session's
+    video is the stage's output."""
+    from dreamcade.record.xvfb import Xvfb
+
+    with Xvfb(*demo_game.SCREEN) as x:
+        demo_game.xdotool(x.display, "mousemove", "40", "40")  # over the window: it gets the keys
+        bot = demo_game.Bot(x.display, seed=1).start()
+        try:
+            run(cmd, what, env={"DISPLAY": x.display, "SDL_VIDEO_WINDOW_POS": "0,0", "SDL_AUDIODRIVER": "dummy"})
+        finally:
+            bot.stop()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dreamcade.dataset.errors import boundary
+from dreamcade.dataset.errors import boundary, plural
 from dreamcade.dataset.outputs import check_apart
 from dreamcade.model.config import STEPS, Config, ConfigError, SamplerConfig, sampler_settings
 from dreamcade.model.runtime import Runtime
@@ -67,6 +67,7 @@ def parse_args(argv=None, prog: str = "dreamcade play") -> argparse.Namespace:
     p.add_argument("--video", default=None, metavar="CLIP", help="record what the window shows to this .mp4 "
                    "or .gif, one video frame per generated frame, at the window's scale")
     p.add_argument("--video-hud", action="store_true", help="keep the HUD in the --video clip (default: the game only)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --video clip (only a clip)")
     p.add_argument("--save-dir", default="sessions", help="folder for screenshots and sessions saved with F9")
     p.add_argument("--frames", type=int, default=None, help="stop after this many generated frames")
     p.add_argument("--seed", type=int, default=None, help="seed for the context choice and the sampler noise")
@@ -96,7 +97,7 @@ def build(args: argparse.Namespace) -> Player:
 
 class Outputs:
     """--save and --video as outputs (dataset.outputs): never an input, inside one or around one,
-    never an existing file or folder."""
+    never an existing file or folder (--overwrite lets --video replace a clip)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         from dreamcade.dataset.store import store_output
@@ -107,7 +108,7 @@ class Outputs:
         self.video = None
         self.save = store_output(args.save, False, self.inputs, "--save", "when_new", False) if args.save else None
         try:
-            self.video = clip_output(args.video, False, self.inputs, "--video", False) if args.video else None
+            self.video = clip_output(args.video, args.overwrite, self.inputs, "--video") if args.video else None
         except BaseException:
             self.abort()
             raise
@@ -153,9 +154,9 @@ def build_player(args: argparse.Namespace, outputs: Outputs) -> Player:
     except ValueError as e:  # a key name the window does not know
         raise PlayError(str(e)) from None
     messages = input_messages(spec, live, args.keys)
-    if args.episode is not None and not 0 <= args.episode < len(contexts.episodes):
-        raise PlayError(f"--episode {args.episode}: there are {len(contexts.episodes)} episodes to start "
-                        f"from (0 to {len(contexts.episodes) - 1})")
+    n = len(contexts.episodes)
+    if args.episode is not None and not 0 <= args.episode < n:
+        raise PlayError(f"--episode {args.episode}: {plural(n, 'episode')} to start from (0 to {n - 1})")
     real = None
     if args.real:
         real, why = real_game(cfg, spec, contexts)
@@ -188,6 +189,15 @@ def real_game(cfg: Config, spec: ControlSpec, contexts: Contexts) -> tuple[RealG
     return RealGame.find(origin, spec, (w, h))
 
 
+def say_speed(stats: dict) -> None:
+    """One line at the end: frames played, the loop's frames/s (capped by --fps) and the model's
+    share of each frame."""
+    n, loop = stats["frames"], stats["loop_s"]
+    if n and loop > 0:
+        print(f"play: {n} frames in {loop:.1f} s, {n / loop:.1f} frames/s; the model took "
+              f"{stats['model_s'] / n * 1000:.0f} ms a frame", file=sys.stderr, flush=True)
+
+
 def main(argv=None, prog: str = "dreamcade play") -> int:
     args = parse_args(argv, prog)
     return boundary(lambda: run(args))
@@ -208,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        say_speed(player.stats)
         try:
             player.close()
         except PlayError as e:

@@ -46,3 +46,33 @@ def test_demo_runs_every_stage_then_skips_what_is_done(tmp_path):
     third = run_cli(*args, timeout=900).stdout
     assert "== record\n$ " in third and "== build\n$ " in third and "== train: done already, skipped" in third
     assert open_store(tmp_path / "data" / "raw.zarr").closed_cleanly
+
+
+@pytest.mark.slow
+def test_screen_demo_records_a_real_game_from_the_screen_and_plays_its_world(tmp_path):
+    """SuperTux under Xvfb, played by the bot through xdotool, recorded by `record screen`: the
+    whole loop, small (20 s of play, the tiny preset), then the bot plays the world."""
+    from dreamcade import demo_game
+
+    if demo_game.missing_programs():
+        pytest.skip(f"the screen demo needs {', '.join(demo_game.missing_programs())} "
+                    "(Debian: apt-get install supertux xvfb xdotool)")
+    args = ["demo.py", "--screen", "--out", str(tmp_path), "--seconds", "20", "--preset", "tiny", "--size", "32x18",
+            "--horizon", "12", "train.steps=6", "train.save_every=3", "train.sample_every=0"]
+    env = {k: "" for k in ("DISPLAY", "WAYLAND_DISPLAY")}  # no display: the play stage runs in Xvfb
+    out = run_cli(*args, timeout=900, env=env).stdout
+    for stage in ("record", "build", "train", "eval", "export", "play"):
+        assert f"== {stage}\n" in out, f"the {stage} stage ran and printed its command"
+    assert "record screen --window SuperTux --controls platformer" in out
+    raw = open_store(tmp_path / "data" / "raw.zarr")
+    assert raw.closed_cleanly and raw.attrs["source"]["kind"] == "screen"
+    assert "SuperTux" in raw.attrs["source"]["window"]
+    assert len(raw) >= 0.9 * 20 * 15, "20 s at 15 fps, few frames dropped"
+    names = list(raw.spec.names)
+    actions = raw.actions[: len(raw)]
+    for key in ("right", "space"):  # the bot holds right most of the time and jumps often
+        assert actions[:, names.index(key)].sum() > 0, f"the bot's {key} presses reached the store"
+    assert (tmp_path / "play.mp4").stat().st_size > 0, "the bot played the world, on video"
+    second = run_cli(*args, timeout=900, env=env).stdout
+    for stage in ("record", "build", "train", "eval", "export", "play"):
+        assert f"== {stage}: done already, skipped" in second

@@ -291,6 +291,18 @@ def test_4_outputs_inside_an_input_store_are_refused(lab, capsys, how):
     assert tree_hash(data) == before
 
 
+def test_4_play_video_with_overwrite_replaces_a_clip_whole(tmp_path, lab, capsys):
+    clip = tmp_path / "p.gif"
+    assert call("play", "--checkpoint", str(lab["a"]), "--video", str(clip), "--frames", "2") == 0
+    first = clip.read_bytes()
+    one_line(capsys, call("play", "--checkpoint", str(lab["a"]), "--video", str(clip), "--frames", "4"), 2,
+             clip, "--overwrite")
+    assert clip.read_bytes() == first
+    assert call("play", "--checkpoint", str(lab["a"]), "--video", str(clip), "--frames", "4", "--overwrite") == 0
+    assert clip.read_bytes() != first and not list(tmp_path.glob("*.tmp*"))
+    assert "4 frames" in capsys.readouterr().err, "play says what it played"
+
+
 # -- 6, 7: export takes figures and frames of this model only ---------------------------------------------------
 
 def test_6_export_refuses_the_report_of_another_run(tmp_path, lab, capsys):
@@ -544,7 +556,7 @@ WRITERS = {  # (command, argv builder, what it may replace with --overwrite, has
     "export": ("export", lambda lab, t: [str(lab["a"]), "--out", t], "world", True),
     "eval drift": ("eval", lambda lab, t: ["drift", "--checkpoint", str(lab["a"]), "--out", t, *SMALL], "report", True),
     "eval video": ("eval", lambda lab, t: ["video", str(lab["data"]), "--out", t], "clip", True),
-    "play --video": ("play", lambda lab, t: ["--checkpoint", str(lab["a"]), "--video", t, "--frames", "2"], "clip", False),
+    "play --video": ("play", lambda lab, t: ["--checkpoint", str(lab["a"]), "--video", t, "--frames", "2"], "clip", True),
     "play --save": ("play", lambda lab, t: ["--checkpoint", str(lab["a"]), "--save", t, "--frames", "2"], "store", False),
     "train": ("train", lambda lab, t: ["--config", "configs/tiny.yaml", "--data", str(lab["data"]),
                                        f"out_dir={os.path.dirname(t)}", f"name={os.path.basename(t)}", *TRAIN], "run", False),
@@ -594,7 +606,7 @@ def test_nothing_that_exists_is_changed_by_any_writer_but_with_overwrite_onto_it
                 assert (tree_hash(where), tree_hash(lab["data"]), tree_hash(lab["a"])) == before, \
                     f"{name} onto a {kind} (overwrite={overwrite}) changed something: {err}"
                 checked += 1
-    assert checked == 80
+    assert checked == 85
 
 
 def test_a_folder_swap_without_renameat2_puts_the_old_folder_back_when_it_fails(tmp_path, monkeypatch):
