@@ -335,10 +335,10 @@ class KeyboardMouse:
             self._press_held_keys()
 
     def _press_held_keys(self) -> None:
-        from dreamcade.record.x11 import WindowError, held_keys
+        from dreamcade.record.x11 import WindowError, held_keysyms
 
         try:
-            names = held_keys()
+            names = {x11_key_name(k) for k in held_keysyms()} - {None}
         except WindowError:
             return
         for name in names - set(self.hotkeys):

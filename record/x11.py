@@ -15,7 +15,6 @@ import sys
 from dataclasses import dataclass
 
 from dreamcade.dataset.errors import UserError
-from dreamcade.record.inputs import x11_key_name
 
 
 class WindowError(UserError, RuntimeError):
@@ -50,18 +49,17 @@ def _text(value) -> str:
     return str(value)
 
 
-def held_keys() -> set[str]:
-    """Canonical names of the keys held down now (the X server's keymap, each key read without
-    modifiers: "ctrl", "shift", "a")."""
+def held_keysyms() -> set[str]:
+    """X11 keysym names of the keys held down now (the X server's keymap, each key read without
+    modifiers: "Control_L", "Shift_L", "a"); record.inputs.x11_key_name makes them canonical."""
     d, _, _ = _connect()
     try:
         from Xlib import XK
 
-        names = {}  # keysym -> canonical name
+        names = {}  # keysym -> its name
         for attr, keysym in vars(XK).items():
-            name = x11_key_name(attr[3:]) if attr.startswith("XK_") else None
-            if name is not None:
-                names.setdefault(keysym, name)
+            if attr.startswith("XK_"):
+                names.setdefault(keysym, attr[3:])
         keymap = d.query_keymap()  # 32 bytes: bit b of byte i is keycode 8 * i + b
         codes = [8 * i + b for i, byte in enumerate(keymap) for b in range(8) if byte >> b & 1]
         return {names[k] for k in (d.keycode_to_keysym(code, 0) for code in codes) if k in names}
