@@ -518,14 +518,19 @@ class Store:
         """The episodes whose frames, actions or times touch a damaged chunk, and the damage
         lines. Damage in the episode index cannot be skipped (StoreError); damage in the raw
         input events does not touch an episode. Cached."""
+        lines = [(ep, self.damage_between(ep.start, ep.stop)) for ep in self.episodes()]
+        return [ep for ep, line in lines if line], [line for _, line in lines if line]
+
+    def damage_between(self, start: int, stop: int) -> str | None:
+        """The first damage line of the frames, actions or times of rows [start, stop), or None
+        (damage in the episode index: StoreError). Cached."""
         if self._damage is None:
             self._damage = self.damage()
         index = [d for d in self._damage if d.array == "episode_starts"]
         if index:
             self._damaged(index[0].message + " (the episode index: no episode can be located)")
-        damage = [d for d in self._damage if d.array in ("frames", "actions", "time")]
-        bad = [ep for ep in self.episodes() if any(d.start < ep.stop and ep.start < d.stop for d in damage)]
-        return bad, [next(d.message for d in damage if d.start < ep.stop and ep.start < d.stop) for ep in bad]
+        return next((d.message for d in self._damage if d.array in ("frames", "actions", "time")
+                     and d.start < stop and start < d.stop), None)
 
     def _array_names(self) -> list[str]:
         names = ["frames", "actions", "time", "episode_starts"]

@@ -17,6 +17,7 @@ once per epoch. "auto" picks ram when the frames fit in `ram_limit_bytes`.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 from collections import OrderedDict
@@ -80,11 +81,12 @@ def split_episodes(keys: list[float], val_fraction: float) -> np.ndarray:
 def time_split(n: int, val_fraction: float, gap: int) -> tuple[int, int] | None:
     """One episode of `n` frames split by time: (n_train, first), frames [0, n_train) to train on,
     [n_train, first) unused (`gap` frames), [first, n) to validate on: the last round(f * n)
-    frames, at least gap + 1. None when that leaves fewer than 2 frames to train on.
+    frames, at least gap + 1 (and 2: one target). None when that leaves fewer than 2 frames to
+    train on.
 
     With gap = L, the last training frame and the first validation frame are L + 1 frames apart:
     no window of L + 1 frames (L of context and the target) of the recording holds both."""
-    n_val = max(int(round(val_fraction * n)), gap + 1)
+    n_val = max(int(round(val_fraction * n)), gap + 1, 2)
     n_train = n - n_val - gap
     return (n_train, n - n_val) if n_train >= 2 else None
 
@@ -137,10 +139,11 @@ def split_data(stores: list[Store], val_fraction: float, gap: int) -> Split:
     (p,) = eps
     cut = time_split(len(p), val_fraction, gap)
     if cut is None:
+        need = next(n for n in itertools.count(len(p)) if time_split(n, val_fraction, gap))
         return Split(eps, [], eps, None, f"the stores hold 1 episode, of {len(p)} frames: too few to hold out its "
-                     f"last frames by time (that takes {2 * gap + 3}: at least {gap + 1} to validate on, a gap of "
-                     f"{gap} and 2 to train on); record longer or more episodes (pauses and resets start new "
-                     "ones) or use split='all'")
+                     f"last frames by time (that takes {need} at {percent(val_fraction)}: at least "
+                     f"{max(gap + 1, 2)} to validate on, a gap of {gap} and 2 to train on); record longer or more "
+                     "episodes (pauses and resets start new ones) or use split='all'")
     n_train, first = cut
     return Split([replace(p, stop=p.start + n_train)], [replace(p, start=p.start + first)], eps, "time")
 
@@ -244,6 +247,7 @@ class WindowDataset(Dataset):
     def _index_episodes(self, val_fraction: float, skip_damaged: bool) -> None:
         split = split_data(self.stores, val_fraction, self.gap)
         self.held_out_by, self.n_episodes = split.by, len(split.every)
+        self.n_frames_every = sum(map(len, split.every))  # of every episode, held out or not
         eps = {"train": split.train, "val": split.val, "all": split.every}[self.split]
         if not eps:
             raise NoEpisodesError(f"no {self.split} episodes: {split.why}")
@@ -268,19 +272,21 @@ class WindowDataset(Dataset):
             return "; ".join(f"the last {percent(len(p) / len(p.whole))} ({plural(len(p), 'frame')}, {p.start}-"
                              f"{p.stop - 1}) of episode {p.episode} of {self.stores[p.store].path}, held out by time"
                              for p in self.parts)
-        return f"{plural(len(self.parts), 'held-out episode')} (of {self.n_episodes})"
+        share = sum(map(len, self.parts)) / self.n_frames_every
+        return f"{plural(len(self.parts), 'held-out episode')} (of {self.n_episodes}), {percent(share)} of the frames"
 
     def _drop_damaged(self, eps: list[Part]) -> list[Part]:
-        bad = {}
-        for k in sorted({p.store for p in eps}):
-            episodes, lines = self.stores[k].damaged_episodes()
-            bad.update({(k, e.start): line for e, line in zip(episodes, lines)})
-        kept = [p for p in eps if (p.store, p.whole.start) not in bad]
+        """The parts whose own rows touch no damage (one side of an episode split by time is kept
+        when the damage lies in the other)."""
+        kept = []
         for p in eps:
-            if (p.store, p.whole.start) in bad:
-                what = "episode" if p.whole == Episode(p.start, p.stop) else "part of an episode"
-                self.skipped.append(f"{self.stores[p.store].path}: skipped the {self.split} {what} of frames "
-                                    f"{p.start}-{p.stop - 1}: {bad[p.store, p.whole.start]}")
+            line = self.stores[p.store].damage_between(p.start, p.stop)
+            if line is None:
+                kept.append(p)
+                continue
+            what = "episode" if p.whole == Episode(p.start, p.stop) else "part of an episode"
+            self.skipped.append(f"{self.stores[p.store].path}: skipped the {self.split} {what} of frames "
+                                f"{p.start}-{p.stop - 1}: {line}")
         if not kept:
             raise AllDamagedError(f"every {self.split} episode touches damaged data; first: {self.skipped[0]}")
         return kept

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from dreamcade.dataset.errors import UserError
+from dreamcade.record.xvfb import stop_process
 
 EXE = "/usr/games/supertux2"
 LEVEL = "/usr/share/games/supertux2/levels/world1/welcome_antarctica.stl"
@@ -98,7 +99,11 @@ class Game:
             [EXE, "--userdir", self._home.name, "--window", "--geometry", "x".join(map(str, GEOMETRY)),
              "--renderer", "sdl", "--disable-sound", "--disable-music", level],
             env=env, stdout=self._log, stderr=subprocess.STDOUT)
-        self.window = self._wait_window(timeout)
+        try:
+            self.window = self._wait_window(timeout)
+        except BaseException:
+            self.close()
+            raise
         w, h = GEOMETRY
         x, y = (SCREEN[0] - w) // 2, (SCREEN[1] - h) // 2
         xdotool(display, "mousemove", str(x + w // 2), str(y + h // 2))
@@ -121,13 +126,7 @@ class Game:
         return self.proc.poll() is None
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self._log.close()
         self._home.cleanup()
 

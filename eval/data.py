@@ -21,7 +21,8 @@ from dreamcade.eval import EvalError
 
 @dataclass
 class EvalData:
-    """The evaluation stores, split by episode."""
+    """The evaluation stores, split as training split them (dataset.windows.split_data: whole
+    episodes, or the last frames of a single one, by time)."""
 
     stores: list[str]
     heldout: WindowDataset
@@ -33,8 +34,9 @@ class EvalData:
     split: str
     """"val" normally; "all" when the stores hold nothing held out."""
     held_out: str
-    """What was held out, in words: "2 held-out episodes (of 7)", "the last 20% (80 frames,
-    320-399) of episode 0 of STORE, held out by time", or "nothing: every episode is used"."""
+    """What was held out, in words: "2 held-out episodes (of 7), 31% of the frames", "the last
+    20% (80 frames, 320-399) of episode 0 of STORE, held out by time", or "nothing: every episode
+    is used"."""
     notes: list[str] = field(default_factory=list)
 
     @property

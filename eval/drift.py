@@ -43,17 +43,19 @@ def build_reference(data: EvalData, settings: DriftSettings, device: torch.devic
     health = HealthReference.build(bank, sample_frames(data.heldout, min(settings.bank, 1000)))
     notes = list(data.notes)
     idm = None
-    train = sample_transitions(data.train, settings.idm_pairs) if ActionLabels(data.spec).n_out else None
+    train = check = None
+    if ActionLabels(data.spec).n_out:
+        train = sample_transitions(data.train, settings.idm_pairs)
+        if data.split == "val":
+            check = sample_transitions(data.heldout_pairs, settings.idm_pairs)
+        else:  # nothing held out: check on the last fifth of the transitions, kept from training
+            train, check = split_by_time(train)
     if train is None:
         notes.append("the control spec has no binary control: action following is not scored")
     elif ActionLabels.for_data(data.spec, train[2]).n_out == 0:
         notes.append("no binary control is both held and not held in the training data: action following is "
                      "not scored")
     else:
-        if data.split == "val":
-            check = sample_transitions(data.heldout_pairs, settings.idm_pairs)
-        else:  # nothing held out: check on the last fifth of the transitions, kept from training
-            train, check = split_by_time(train)
         idm = train_idm(train, check, data.spec, steps=settings.idm_steps, device=device, seed=settings.seed,
                         progress=settings.progress, desc=f"action classifier (--idm-steps {settings.idm_steps})")
         if settings.progress:

@@ -217,7 +217,8 @@ class Player:
                 next_t = self.pace(next_t)
         except Quit:
             pass
-        self.stats["loop_s"] = time.perf_counter() - t0
+        finally:  # Ctrl-C too: the time played is known
+            self.stats["loop_s"] += time.perf_counter() - t0
         return self.frames_done
 
     def handle(self, events: list) -> None:

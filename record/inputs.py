@@ -229,12 +229,15 @@ class InputState:
                     self._events.append((t, i, float(value)))
 
     def _count_unrecorded(self, key: str, down: bool) -> None:
+        """A press counts while recording, once until its release (a key held since before the
+        start or a pause, auto-repeating, is not a press)."""
         with self._lock:
             if not down:
                 self._unrecorded_down.discard(key)
-            elif self.recording and key not in self._unrecorded_down:
+            elif key not in self._unrecorded_down:
                 self._unrecorded_down.add(key)
-                self.unrecorded[key] = self.unrecorded.get(key, 0) + 1
+                if self.recording:
+                    self.unrecorded[key] = self.unrecorded.get(key, 0) + 1
 
     def add(self, source: str, delta: float) -> None:
         """Relative motion (mouse dx or dy, pixels) to sum over the frame interval."""

@@ -412,7 +412,7 @@ def unrecorded_hint(counts: dict[str, int], profile: str) -> str:
     them (a control per key, or a shipped profile that has them all)."""
     pressed = ", ".join(f"{key} {n}x" for key, n in counts.items())
     first = next(iter(counts))
-    fix = f"[[controls]] name = {json.dumps(first)} source = \"key:{first}\""
+    fix = f"a [[controls]] table with name = {json.dumps(first)} and source = {json.dumps('key:' + first)}"
     wanted = {f"key:{key}" for key in counts}
     shipped = [p for p in presets.names("controls", ".toml")
                if wanted <= {c.source for c in load_profile(p).controls}]

@@ -56,6 +56,7 @@ def held_keysyms() -> set[str]:
     try:
         from Xlib import XK
 
+        XK.load_keysym_group("xkb")  # ISO_Level3_Shift (AltGr) and the like
         names = {}  # keysym -> its name
         for attr, keysym in vars(XK).items():
             if attr.startswith("XK_"):

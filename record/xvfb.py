@@ -11,6 +11,17 @@ import tempfile
 import time
 
 
+def stop_process(proc: subprocess.Popen, timeout: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL if it is still there after `timeout` seconds; waits for the end."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 class Xvfb:
     """`Xvfb -displayfd`: the server picks a free display number and tells us when it is ready.
 
@@ -55,13 +66,7 @@ class Xvfb:
         return {**os.environ, "DISPLAY": self.display}
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self._log.close()
 
     def __enter__(self) -> Xvfb:

@@ -54,6 +54,24 @@ def numbered_frame(t: int, h: int = 12, w: int = 16) -> np.ndarray:
     return f
 
 
+def one_episode_store(path: Path, n: int = 120, size: int = 16) -> Path:
+    """One episode of n frames (a screen recording with no pause): a block moving with the
+    actions of two keys, left and right."""
+    from dreamcade.dataset import Control, ControlSpec, StoreWriter
+
+    spec = ControlSpec((Control("left", source="key:left"), Control("right", source="key:right")), name="t")
+    rng = np.random.default_rng(0)
+    with StoreWriter(path, spec=spec, fps=10.0, frame_size=(size, size), source={"kind": "test"}) as w:
+        x = size // 2
+        for t in range(n):
+            a = np.array([rng.random() < 0.3, rng.random() < 0.3], np.float32)
+            x = int(np.clip(x + a[1] - a[0], 0, size - 4))
+            f = np.full((size, size, 3), 40, np.uint8)
+            f[6:10, x:x + 4] = 220
+            w.append(f, a, t / 10.0)
+    return path
+
+
 @pytest.fixture(scope="session")
 def block_store(tmp_path_factory):
     """3,000 frames of our block game (16x16, NOOP/LEFT/RIGHT/UP/DOWN) played by the sticky bot."""

@@ -393,4 +393,5 @@ def test_several_episodes_keep_the_split_by_episode(stores):
     val = WindowDataset(stores, context=3, split="val", val_fraction=0.3)
     train = WindowDataset(stores, context=3, split="train", val_fraction=0.3)
     assert val.episodes == expected and len(train.episodes) == 5
-    assert val.held_out() == "2 held-out episodes (of 7)"
+    share = sum(b - a for _, a, b in val.episodes) / sum(len(e) for _, e in eps)
+    assert val.held_out() == f"2 held-out episodes (of 7), {round(100 * share)}% of the frames"

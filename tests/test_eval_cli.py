@@ -225,34 +225,16 @@ def test_the_steps_shown_are_the_decades_and_the_horizon():
     assert shown_steps(1) == [1] and shown_steps(20) == [1, 10, 20]
 
 
-
-def one_episode_store(path, n: int = 120, size: int = 16):
-    """One episode of n frames (a screen recording with no pause): a block moving with the actions."""
-    from dreamcade.dataset import Control, ControlSpec
-    import numpy as np
-
-    spec = ControlSpec((Control("left", source="key:left"), Control("right", source="key:right")), name="t")
-    rng = np.random.default_rng(0)
-    with StoreWriter(path, spec=spec, fps=10.0, frame_size=(size, size), source={"kind": "test"}) as w:
-        x = size // 2
-        for t in range(n):
-            a = np.array([rng.random() < 0.3, rng.random() < 0.3], np.float32)
-            x = int(np.clip(x + a[1] - a[0], 0, size - 4))
-            f = np.full((size, size, 3), 40, np.uint8)
-            f[6:10, x:x + 4] = 220
-            w.append(f, a, t / 10.0)
-    return path, spec
-
-
 def test_one_episode_is_evaluated_on_its_frames_held_out_by_time_and_says_so(tmp_path):
     """A one-episode store: eval rolls out from the start of the segment training held out (its last
     20%), with context from inside it, and every text names what was held out; with nothing held
     out (val_fraction 0) no text says "held-out"."""
-    from conftest import in_process
+    from conftest import in_process, one_episode_store
     from dreamcade.files.config_file import load_config
     from dreamcade.model.denoiser import Denoiser
 
-    store, spec = one_episode_store(tmp_path / "one.zarr")
+    store = one_episode_store(tmp_path / "one.zarr")
+    spec = open_store(store).spec
     said = f"the last 20% (24 frames, 96-119) of episode 0 of {open_store(store).path}, held out by time"
     for fraction in (0.2, 0.0):
         cfg = load_config("configs/tiny.yaml", [f"data.stores={json.dumps([str(store)])}",

@@ -129,6 +129,20 @@ def test_skip_damaged_leaves_out_the_episode_and_says_so(tmp_path, raw):
     assert len(ds.skipped) == 1 and "frames 0-59" in ds.skipped[0]
 
 
+def test_skip_damaged_in_one_part_of_an_episode_split_by_time_keeps_the_other(tmp_path):
+    """One recording (160 frames, chunks of 16), its last 10% held out by time: a chunk lost in
+    the held-out part leaves the training part whole, and the other way round."""
+    from dreamcade.dataset import StoreError, WindowDataset
+
+    for lost, kept_split, gone_split in ((9, "train", "val"), (2, "val", "train")):  # rows 144-159, 32-47
+        raw = write_store(tmp_path / f"one{lost}.zarr", [160])
+        frame_chunk_file(raw, lost).unlink()
+        kept = WindowDataset([raw], context=2, split=kept_split, skip_damaged=True)
+        assert kept.skipped == [] and len(kept) > 0
+        with pytest.raises(StoreError, match=f"every {gone_split} episode touches damaged data"):
+            WindowDataset([raw], context=2, split=gone_split, skip_damaged=True)
+
+
 # -- 3: a failed build leaves a partial store that looks complete -------------------------------------------
 
 def test_a_build_that_fails_half_way_leaves_nothing_and_can_be_rerun(tmp_path, raw):

@@ -375,7 +375,7 @@ def test_keys_the_profile_does_not_record_are_counted_and_named_at_the_end(xvfb,
     assert [(n, v) for n, v, _ in named_events(s)] == [("right", 1), ("right", 0)]
     line = rec.wait_for(r"^not recorded: .*").group(0)
     assert line.startswith("not recorded: w 5x, d 2x, a 1x (keys the profile platformer does not record)")
-    assert '[[controls]] name = "w" source = "key:w"' in line and line.endswith("or use --controls fps")
+    assert 'a [[controls]] table with name = "w" and source = "key:w"' in line and line.endswith("or use --controls fps")
 
 
 @needs_xdotool

@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import ROOT, in_process, run_cli
+from conftest import ROOT, in_process, one_episode_store, run_cli
 from dreamcade.dataset import Control, ControlSpec, StoreWriter, WindowDataset
 from dreamcade.dataset import open_store
 from dreamcade.files.checkpoint import latest_checkpoint, load_model
@@ -421,21 +421,6 @@ def test_a_distillation_runs_through_the_training_loop_and_resumes_to_the_same_w
     losses = [json.loads(line) for line in (tmp_path / "stopped" / "stats.jsonl").read_text().splitlines()]
     assert any("distill/loss" in x for x in losses)
 
-
-
-def one_episode_store(path: Path, n: int = 120, size: int = 16) -> Path:
-    """One episode of n frames (a screen recording with no pause): a block moving with the actions."""
-    spec = ControlSpec((Control("left", source="key:left"), Control("right", source="key:right")), name="t")
-    rng = np.random.default_rng(0)
-    with StoreWriter(path, spec=spec, fps=10.0, frame_size=(size, size), source={"kind": "test"}) as w:
-        x = size // 2
-        for t in range(n):
-            a = np.array([rng.random() < 0.3, rng.random() < 0.3], np.float32)
-            x = int(np.clip(x + a[1] - a[0], 0, size - 4))
-            f = np.full((size, size, 3), 40, np.uint8)
-            f[6:10, x:x + 4] = 220
-            w.append(f, a, t / 10.0)
-    return path
 
 
 def test_a_one_episode_store_trains_with_validation_held_out_by_time(tmp_path):
