@@ -12,6 +12,10 @@ free-running session. Each is compared with the same number on real frames of th
   crosses a bin edge).
 - nearest: RMSE in [0, 1] units to the nearest frame of a bank of training frames (0 = a copy
   of a training frame; real unseen frames sit at some typical distance).
+- detail: a frame's sharpness over that of the training frame nearest to it (1 = as much edge as
+  the game shows there; a blurred view of a brick wall scores far below 1 even where a flat wall,
+  seen up close, is as dull as the blur: sharpness alone cannot tell them apart on a view that
+  moves, where the real frames pass through both).
 - motion: mean absolute change from the previous frame, in [0, 1] units (0 for a frozen
   picture; flicker and noise score high).
 - drift score: each chunk of a sequence against its first chunk (see `drift_score`).
@@ -120,6 +124,8 @@ class HealthReference:
     """Mean nearest-bank RMSE of real held-out frames (0 when they are in the bank)."""
     spread: float
     """Mean RMSE between two different bank frames: how far apart real frames are."""
+    bank_sharpness: np.ndarray
+    """[M], the sharpness of each bank frame (for the detail figure)."""
 
     @classmethod
     def build(cls, bank: np.ndarray, real: np.ndarray, seed: int = 0) -> HealthReference:
@@ -128,7 +134,14 @@ class HealthReference:
         order = np.random.default_rng(seed).permutation(len(bank))
         pairs = hwc_to_unit(bank[order]) - hwc_to_unit(bank[np.roll(order, len(bank) // 2)])  # never a frame with itself
         return cls(bank, levels, float(sharpness(real).mean()), float(colour_distance(real, levels).mean()),
-                   float(nearest(real, bank)[0].mean()), float(pairs.pow(2).flatten(1).mean(1).sqrt().mean()))
+                   float(nearest(real, bank)[0].mean()), float(pairs.pow(2).flatten(1).mean(1).sqrt().mean()),
+                   sharpness(bank))
+
+    def detail_ratio(self, frames_sharpness: np.ndarray, nearest_index: np.ndarray) -> np.ndarray:
+        """Each frame's sharpness over its nearest bank frame's, [N]; both count as at least
+        SHARPNESS_FLOOR of the real frames' sharpness (a flat frame near a flat frame is 1)."""
+        floor = max(SHARPNESS_FLOOR * self.sharpness, 1e-12)
+        return np.maximum(frames_sharpness, floor) / np.maximum(self.bank_sharpness[nearest_index], floor)
 
     def summary(self) -> dict:
         return {"bank_frames": int(len(self.bank)), "sharpness": self.sharpness,
@@ -145,19 +158,22 @@ class FrameHealth:
     histograms: np.ndarray
     """[T, 3, BINS], kept for the chunked drift score."""
     motion: np.ndarray
+    detail: np.ndarray
 
     def __len__(self) -> int:
         return len(self.sharpness)
 
     def curves(self) -> dict[str, np.ndarray]:
         return {"sharpness": self.sharpness, "colour_distance": self.colour_distance, "nearest": self.nearest,
-                "motion": self.motion}
+                "motion": self.motion, "detail": self.detail}
 
 
 def frame_health(frames: np.ndarray, ref: HealthReference) -> FrameHealth:
     """Health of each frame of `frames` (uint8 [T, H, W, 3]) against `ref`."""
-    return FrameHealth(sharpness(frames), colour_distance(frames, ref.levels), nearest(frames, ref.bank)[0],
-                       frame_histograms(frames), motion(frames))
+    sharp = sharpness(frames)
+    dist, index = nearest(frames, ref.bank)
+    return FrameHealth(sharp, colour_distance(frames, ref.levels), dist, frame_histograms(frames), motion(frames),
+                       ref.detail_ratio(sharp, index))
 
 
 BAND_FACTOR = 2.0  # how far outside the real windows' range a figure may go and still count as healthy
@@ -165,7 +181,7 @@ LEVEL_FLOOR = 2 / 255
 """The lowest the upper end of the colour-distance and nearest-RMSE bands may be: two levels of
 255. Where every real frame has the same colours (one block on one background), twice the real
 figure is 0, and a frame drawn one level off everywhere would leave a band no eye can see."""
-FIGURES = ("sharpness", "motion", "colour_distance", "nearest")
+FIGURES = ("sharpness", "detail", "motion", "colour_distance", "nearest")
 
 
 OUTLIER_IQR = 3.0
@@ -205,8 +221,9 @@ def gameplay(means: dict[str, np.ndarray]) -> np.ndarray:
 class HealthBand:
     """The band real frames occupy, per figure, for windows of `window` steps: a generated
     window is healthy when each figure lies within it. From the windows of real frames that are
-    gameplay (see `gameplay`): sharpness and motion in [lowest real / 2, highest real x 2]
-    (catches blur, a frozen world, flicker and noise), colour distance and nearest-frame RMSE at
+    gameplay (see `gameplay`): sharpness, detail and motion in [lowest real / 2, highest real x 2]
+    (catches blur, a frozen world, flicker and noise; detail catches blur where the game itself
+    has dull views), colour distance and nearest-frame RMSE at
     most 2 x the highest real, and never below `LEVEL_FLOOR` (catches colours and shapes leaving
     the data). One function for eval's healthy horizon and play's HUD."""
 
@@ -225,7 +242,8 @@ class HealthBand:
         means = {k: np.concatenate([window_means(getattr(h, k), window) for h in real if len(h)]) for k in figures}
         keep = gameplay(means)
         means = {k: v[keep] for k, v in means.items()}
-        low = {k: float(means[k].min()) / BAND_FACTOR if k in ("sharpness", "motion") else 0.0 for k in figures}
+        low = {k: float(means[k].min()) / BAND_FACTOR if k in ("sharpness", "detail", "motion") else 0.0
+               for k in figures}
         high = {k: float(means[k].max()) * BAND_FACTOR for k in figures}
         for k in ("colour_distance", "nearest"):
             if k in high:

@@ -273,7 +273,7 @@ def _healthy(hh: dict, horizon: int, real: str) -> str:
     left = ", ".join(f"{n}{'' if k is None else f' ({k})'}" for n, k in zip(hh["per_episode"], hh["left_by"]))
     return H.para(f"Healthy horizon: {hh['min']} steps in the worst episode, {H.fmt(hh['median'], 0)} median, of "
                   f"{horizon}: the steps before the first window of {hh['window']} steps whose health (sharpness, "
-                  f"motion, colour distance, nearest-frame RMSE) leaves the band windows of {real} frames "
+                  f"detail, motion, colour distance, nearest-frame RMSE) leaves the band windows of {real} frames "
                   f"occupy. Per episode (the figure that left first): {left}.")
 
 

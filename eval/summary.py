@@ -111,7 +111,7 @@ def health_summary(health: list[FrameHealth], drifts: list[dict], ref: HealthRef
     ratios to the real level, and the mean drift score per chunk."""
     T = max(map(len, health))
     out = {}
-    for key in ("sharpness", "colour_distance", "nearest", "motion"):
+    for key in ("sharpness", "colour_distance", "nearest", "motion", "detail"):
         arr = np.stack([pad(getattr(h, key), T) for h in health])
         out[key] = {"per_step_mean": per_step(arr)["mean"], "per_chunk_mean": chunk_means(arr, size),
                     "real_level": num(getattr(ref, key)) if hasattr(ref, key) else None}

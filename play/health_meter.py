@@ -12,7 +12,7 @@ import numpy as np
 from dreamcade.eval.health import FrameHealth, HealthBand, colour_distance, level_distribution, motion, sharpness
 
 FIGURES = ("sharpness", "motion", "colour_distance")
-"""eval's figures but the nearest-frame distance, which needs a bank of training frames."""
+"""eval's figures but the nearest-frame distance and detail, which need a bank of training frames."""
 WARNINGS = {("sharpness", "low"): "frames are blurring", ("sharpness", "high"): "frames are turning to noise",
             ("motion", "low"): "the world has frozen", ("motion", "high"): "frames are flickering",
             ("colour_distance", "high"): "colours are leaving the game's"}
@@ -23,7 +23,7 @@ def run_health(frames: np.ndarray, levels: np.ndarray) -> FrameHealth:
     left at 0: the HUD does not use them)."""
     n = len(frames)
     return FrameHealth(sharpness(frames), colour_distance(frames, levels), np.zeros(n), np.zeros((n, 3, 1)),
-                       motion(frames))
+                       motion(frames), np.ones(n))
 
 
 class Health:

@@ -279,6 +279,54 @@ def test_the_band_leaves_out_real_windows_that_are_not_gameplay():
     assert band.low["sharpness"] > 0
 
 
+def panning_view(start: int, steps: int, level: int = 0, width: int = 32, height: int = 24, speed: int = 3) -> np.ndarray:
+    """A camera panning across a level that loops every 1,200 columns: 800 columns of brick (a
+    high-contrast random texture in brown and near-black, drawn from `level`) and 400 of a dull
+    wall (light grey, faint grain). Every frame moves; a view of the dull wall is nearly as flat
+    as a blur."""
+    rng = np.random.default_rng(level)
+    brick = rng.integers(0, 2, (height, 800, 1)) * np.array([150, 80, 40]) + 30
+    dull = 200 + rng.integers(0, 3, (height, 400, 1)) * np.array([1, 1, 1])
+    world = np.concatenate([brick, dull], axis=1)
+    cols = (start + speed * np.arange(steps))[:, None] + np.arange(width)[None]
+    return world[:, cols % world.shape[1]].transpose(1, 0, 2, 3).astype(np.uint8)
+
+
+def soften(frames: np.ndarray, passes: int = 3) -> np.ndarray:
+    """A box blur of `passes` rounds of each pixel with its 4 neighbours (edges repeated)."""
+    f = frames.astype(np.float64)
+    for _ in range(passes):
+        p = np.pad(f, ((0, 0), (1, 1), (1, 1), (0, 0)), mode="edge")
+        f = (p[:, 1:-1, 1:-1] + p[:, :-2, 1:-1] + p[:, 2:, 1:-1] + p[:, 1:-1, :-2] + p[:, 1:-1, 2:]) / 5
+    return f.round().astype(np.uint8)
+
+
+def test_the_healthy_horizon_sees_blur_on_a_view_that_moves():
+    """A panning view whose frames blur from step k: the brick goes soft while the camera still
+    moves and the colours stay the game's. The real views pass through a dull wall as flat as the
+    blur, so the band of sharpness reaches down to it and sharpness alone calls the blurred brick
+    healthy (it only sees the blur once the view reaches the dull wall, blurred flatter still);
+    The training frames are of other bricks (another level), so the blur, a brown smear, is
+    nearer to them than real unseen frames are and the nearest-frame distance does not see it
+    either. Detail (sharpness over the nearest training frame's) does, and ends the horizon
+    within one window of k. The real frames keep the whole horizon."""
+    T, k, window = 1200, 500, 50
+    bank = np.concatenate([panning_view(s, 400, level=1) for s in (0, 401, 802)])
+    ref = HealthReference.build(bank, panning_view(200, 400, level=7))
+    band = HealthBand.build([frame_health(panning_view(s, 600, level=7), ref) for s in (100, 700, 1000)], window)
+    real = panning_view(50, T, level=7)
+    assert band.horizon(frame_health(real, ref)) == (T, None)
+    blurred = real.copy()
+    blurred[k:] = soften(real[k:])
+    health = frame_health(blurred, ref)
+    without_detail = HealthBand.build([frame_health(panning_view(s, 600, level=7), ref) for s in (100, 700, 1000)],
+                                      window, ("sharpness", "motion", "colour_distance", "nearest"))
+    late, _ = without_detail.horizon(health)  # what the healthy horizon said before detail:
+    assert late > k + 2 * window  # nothing, until the blurred view reaches the dull wall
+    steps, figure = band.horizon(health)
+    assert k - window <= steps <= k and figure == "detail", (steps, figure)
+
+
 # -- action classifier --------------------------------------------------------------------------------
 
 def test_the_action_classifier_scores_only_the_controls_the_data_both_holds_and_lets_go():
