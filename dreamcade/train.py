@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     cfg.data.stores = [absolute(p) for p in cfg.data.stores]  # play and eval find them anywhere
     with run_output(cfg):  # the first process holds the run folder until training ends
         resume_from = prepare_run(cfg, args.resume)
-        train_ds, val_ds = build_data(cfg, cfg.train.rollout_steps)
+        train_ds, val_ds = build_data(cfg)
         if resume_from is not None:
             check_resume(resume_from, train_ds)
         return train(cfg, train_ds, val_ds, resume_from, progress=not args.quiet)

@@ -243,15 +243,6 @@ class TrainConfig:
     """Steps between checkpoints, 0 or more (0 = only at the end)."""
     keep_checkpoints: int = 3
     """Newest checkpoints kept, at least 1."""
-    rollout_steps: int = 0
-    """Rollout training: k, 0 to 8. A share of each batch (train.rollout_share) has the last k
-    frames of its context replaced by the model's own predictions, made one after another with
-    the run's sampler settings (no gradient through them), as in play; the target stays the
-    recorded frame. The model then learns to bring its own drifting frames back to the game
-    instead of only ever seeing recorded ones. Each window holds k more frames; a rollout row
-    costs k x sampler.steps forward passes more. 0 turns it off."""
-    rollout_share: float = 0.5
-    """Share of each batch's windows trained on their own rollout (train.rollout_steps), in [0, 1]."""
     log_windows: bool = False
     """Each process writes the window indices of every batch it trains on to
     <run>/windows/rank<R>.jsonl (to check what each process saw)."""
@@ -267,8 +258,6 @@ class TrainConfig:
         require(self.rollout_frames >= 1, "train.rollout_frames must be at least 1")
         require(self.save_every >= 0, "train.save_every must be 0 (only at the end) or a number of steps")
         require(self.threads >= 0, "train.threads must be 0 (torch's default) or more")
-        require(0 <= self.rollout_steps <= 8, "train.rollout_steps must be between 0 (off) and 8")
-        require(0 <= self.rollout_share <= 1, "train.rollout_share must be in [0, 1]")
 
 
 @dataclass

@@ -30,7 +30,6 @@ from dreamcade.model.device import configure, resolve_device
 from dreamcade.model.ema import make_ema, update_ema
 from dreamcade.training.parts import (Logger, LossModule, Rate, due, lr_at, make_optimizer, save_run, set_lr,
                                       write_world)
-from dreamcade.training.rollout import with_own_frames
 from dreamcade.training.samples import evaluate, save_samples
 
 
@@ -55,16 +54,11 @@ class Task:
 
 
 def denoising(cfg: Config, train_ds: WindowDataset, device: torch.device) -> Task:
-    """Training a world model: a new denoiser for the data's frames, its own EDM loss, on windows
-    whose context is partly its own rollout when train.rollout_steps asks (training/rollout.py;
-    the training windows are then that many frames longer, build_data's `rollout`)."""
+    """Training a world model: a new denoiser for the data's frames, its own EDM loss."""
     t = cfg.train
     model, speed = configure(Denoiser.build(cfg.model, cfg.diffusion, train_ds.spec, cfg.data.context,
                                             train_ds.frame_shape[:2]), device, t.precision, t.channels_last, t.compile)
-    if t.rollout_steps == 0:
-        return Task(model, lambda batch: model.loss(batch, speed=speed), speed)
-    return Task(model, lambda batch: model.loss(with_own_frames(model, batch, t.rollout_steps, t.rollout_share,
-                                                                cfg.sampler, speed), speed=speed), speed)
+    return Task(model, lambda batch: model.loss(batch, speed=speed), speed)
 
 
 def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, resume_from: Path | None,

@@ -37,20 +37,18 @@ class LossModule(torch.nn.Module):
         return self.objective(batch)
 
 
-def build_data(cfg: Config, rollout: int = 0) -> tuple[WindowDataset, WindowDataset | None]:
+def build_data(cfg: Config) -> tuple[WindowDataset, WindowDataset | None]:
     """Training and validation windows, split as dataset.windows.split_data decides from
     data.stores, data.val_fraction and data.context (whole episodes, or the last frames of a single
     one, by time): config.yaml is the record of the split that eval, play and export read again.
-    `rollout`: frames more in each training window (train.rollout_steps), with the split of
-    data.context. Validation is None when nothing is held out (val_fraction 0, one episode too
-    short to split) or data.skip_damaged leaves none; says what is held out, and notes what was
-    skipped."""
+    Validation is None when nothing is held out (val_fraction 0, one episode too short to split)
+    or data.skip_damaged leaves none; says what is held out, and notes what was skipped."""
     d = cfg.data
     if not d.stores:
         raise ConfigError("no training data: pass --data STORE... or set data.stores in the config")
     stores = [open_store(p) for p in d.stores]  # opened once: damage is looked for once per store
     kw = dict(context=d.context, val_fraction=d.val_fraction, mode=d.mode, skip_damaged=d.skip_damaged)
-    train = WindowDataset(stores, split="train", **{**kw, "context": d.context + rollout}, gap=d.context)
+    train = WindowDataset(stores, split="train", **kw)
     notes = list(train.skipped)
     try:
         val = WindowDataset(stores, split="val", **kw)
