@@ -3,9 +3,9 @@ model, draw the scaled frame and the HUD, no fps cap) with SDL's dummy video dri
 and sampler steps, and the share of the loop spent in the model. Random-init weights (speed does
 not depend on training), a 6-action exclusive spec, context frames from a small made-up store.
 Goal on 2 CPU cores: 15 frames/s or more at the demo preset (32x32) and the screen-demo preset
-(64x36) with 3 steps.
+(64x36) with the preset's own sampler steps.
 
-`python -m bench.play [--frames 300] [--device cpu|cuda] [--compile] [--threads 2]`
+`python -m bench.play [--frames 300] [--steps 1,3,6] [--device cpu|cuda] [--compile] [--threads 2]`
 """
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     p.add_argument("--scale", type=int, default=8, help="window pixels per frame pixel")
     p.add_argument("--compile", action="store_true", help="torch.compile the network")
+    p.add_argument("--steps", default="1,3,6", help="sampler steps measured, comma-separated (default: 1,3,6)")
     p.add_argument("--presets", nargs="+", default=["demo", "screen-demo", "atari-64"], choices=list(SIZES))
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -90,9 +91,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for preset in args.presets:
             run, store = make_checkpoint(preset, Path(tmp))
-            for steps in (1, 2, 3):
+            own = load_config(f"configs/{preset}.yaml").sampler.steps
+            for steps in [int(x) for x in args.steps.split(",")]:
                 r = measure(run, store, steps, args.frames, args)
-                goal = GOAL_FPS.get(preset) if steps == 3 else None
+                goal = GOAL_FPS.get(preset) if steps == own else None
                 rows.append({"preset": preset, "frame": "x".join(map(str, SIZES[preset])), "steps": steps, **r,
                              "goal_fps": goal, "meets_goal": None if goal is None else r["fps"] >= goal})
     suffix = args.device + ("-compile" if args.compile else "")
