@@ -130,6 +130,8 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
         windows_log.close()
     accelerator.wait_for_everyone()
     accelerator.end_training()  # other processes leave here; the first writes the world
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()  # all together: left to the exit, a process can wait on one gone
     if main_proc:
         if extra is not None:  # the model folder again, with what the task adds
             save_model(run_dir, ema, cfg, step if work.model_step is None else work.model_step, extra)
