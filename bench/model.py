@@ -65,18 +65,27 @@ def timed(fn, device, repeats: int, warmup: int = 3) -> float:
 
 def next_frame_ms(preset, device, precision="auto", channels_last=True, inference=True, compile=False,
                   repeats=10, steps=3) -> float:
+    return next_frame_ms_per_steps(preset, device, precision, channels_last, inference, compile, repeats, (steps,))[steps]
+
+
+def next_frame_ms_per_steps(preset, device, precision="auto", channels_last=True, inference=True, compile=False,
+                            repeats=10, steps=(1, 3)) -> dict[int, float]:
+    """ms per next frame at each number of sampler steps, one model built (and compiled) for all."""
     model, speed, cfg = build(preset, device, precision, channels_last, compile)
     model.eval()
-    cfg.sampler.steps = steps
     s, L = SIZES[preset], cfg.data.context
     ctx = torch.rand(1, L, 3, s, s, device=device) * 2 - 1
     act = torch.zeros(1, L, len(ATARI), device=device)
     g = torch.Generator(device).manual_seed(0)
     mode = torch.inference_mode() if inference else torch.no_grad()
-    with mode:
-        sec = timed(lambda: next_frame(model, ctx, act, None, cfg.sampler, g, speed), device, repeats,
-                    5 if compile else 3)
-    return sec * 1000
+    out = {}
+    for n in steps:
+        cfg.sampler.steps = n
+        with mode:
+            sec = timed(lambda: next_frame(model, ctx, act, None, cfg.sampler, g, speed), device, repeats,
+                        5 if compile else 3)
+        out[n] = sec * 1000
+    return out
 
 
 def ceiling(device: torch.device, repeats: int = 10) -> list[dict]:
