@@ -61,7 +61,7 @@ class InverseDynamics(nn.Module):
     def inputs(self, before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
         """before, after: uint8 [B, H, W, 3] -> what the convolutions see, float [B, 9, h, w]
         in [-2, 2]: both frames at the working size and their difference."""
-        a, b = (hwc_to_model(x) for x in (before, after))  # float [B, 3, H, W] in [-1, 1]
+        a, b = (hwc_to_model(x, x.device) for x in (before, after))  # float [B, 3, H, W] in [-1, 1]
         size = working_size(*a.shape[-2:])
         if size != tuple(a.shape[-2:]):
             a, b = (F.interpolate(x, size=size, mode="area") for x in (a, b))  # [B, 3, h, w]

@@ -59,3 +59,15 @@ def test_the_play_loop_runs_headless_on_cuda(cuda_run, tmp_path):
             env={"SDL_VIDEODRIVER": "dummy", "SDL_AUDIODRIVER": "dummy"})
     session = open_store(tmp_path / "s.zarr")  # what the compiled model played on the GPU, frame by frame
     assert len(session) >= 30 and session.frame_shape == open_store(store).frame_shape
+
+
+def test_eval_drift_runs_on_cuda(cuda_run, tmp_path):
+    """Every stage of a drift report on the GPU: the action classifier, one-step figures and
+    compiled rollouts (the classifier once moved its inputs back to the CPU)."""
+    run, store, _ = cuda_run
+    run_cli("-m", "dreamcade", "eval", "drift", "--checkpoint", str(run), "--data", str(store), "--device", "cuda",
+            "--compile", "--horizon", "16", "--episodes", "2", "--windows", "16", "--bank", "64", "--idm-steps", "5",
+            "--chunks", "2", "--health-window", "8", "--videos", "0", "--quiet", "--out", str(tmp_path / "r"))
+    m = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert m["device"].startswith("cuda") and m["rollouts"]["horizon"] == 16
+    assert m["rollouts"]["action_following"]["ceiling"] is not None
