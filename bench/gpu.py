@@ -1,6 +1,6 @@
 """`make bench-gpu`: the CUDA checks in one go (meant to take under five minutes): the tests
 marked `gpu` (bf16 training and resume, the sampler under torch.compile with CUDA graphs, the
-play loop headless), the next frame of the atari-64 and screen-64 presets (bf16,
+play loop headless, a drift report), the next frame of the atari-64 and screen-64 presets (bf16,
 channels_last; eager and with CUDA graphs; 1, 3 and 6 steps), one denoiser forward in
 TFLOP/s beside the GPU's bf16 matmul figure, and the play loop's frames/s at 1 step and at the
 preset's own steps, against its target. Each row is printed as it is measured; then one table,
