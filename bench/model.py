@@ -65,7 +65,8 @@ def timed(fn, device, repeats: int, warmup: int = 3) -> float:
 
 def next_frame_ms(preset, device, precision="auto", channels_last=True, inference=True, compile=False,
                   repeats=10, steps=3) -> float:
-    return next_frame_ms_per_steps(preset, device, precision, channels_last, inference, compile, repeats, (steps,))[steps]
+    return next_frame_ms_per_steps(preset, device, precision, channels_last, inference, compile, repeats,
+                                   (steps,))[steps]
 
 
 def next_frame_ms_per_steps(preset, device, precision="auto", channels_last=True, inference=True, compile=False,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, fields
@@ -66,14 +67,8 @@ class Diamond:
     sampler: dict  # config/trainer.yaml: world_model_env.diffusion_sampler
 
     def commit(self) -> str:
-        head = self.src / ".git" / "HEAD"
-        try:
-            ref = head.read_text().strip()
-            if ref.startswith("ref: "):
-                return (self.src / ".git" / ref[5:]).read_text().strip()
-            return ref
-        except OSError:
-            return "unknown (not a git checkout)"
+        proc = subprocess.run(["git", "-C", str(self.src), "rev-parse", "HEAD"], capture_output=True, text=True)
+        return proc.stdout.strip() if proc.returncode == 0 else "unknown (not a git checkout)"
 
 
 def _plain(d: dict) -> dict:
@@ -116,6 +111,10 @@ def load_diamond(src: str | Path) -> Diamond:
                         f"pip install {e.name}") from None
     finally:
         sys.path.remove(str(src / "src"))
+    for mod in (d_data, d_diff, d_utils):  # not a module of the same name imported before from elsewhere
+        if not Path(mod.__file__).resolve().is_relative_to(src / "src"):
+            raise PeerError(f"--diamond-src {src}: the module {mod.__name__!r} was already loaded from "
+                            f"{mod.__file__}; run bench.peer in a process of its own")
     modules = {"Batch": d_data.Batch, "configure_opt": d_utils.configure_opt, "get_lr_sched": d_utils.get_lr_sched,
                **{n: getattr(d_diff, n) for n in ("Denoiser", "DenoiserConfig", "InnerModelConfig",
                                                    "SigmaDistributionConfig", "DiffusionSampler",
@@ -241,9 +240,9 @@ class DiamondPredictor:
     def __init__(self, dm: Diamond, folder: Path, spec: ControlSpec) -> None:
         from safetensors.torch import load_file
 
-        info = json.loads((folder / SETTINGS).read_text())
-        self.dm, self.spec, self.context = dm, spec, info["context"]
-        self.model = build_denoiser(dm, info["num_actions"], info["context"]).eval()
+        self.info = json.loads((folder / SETTINGS).read_text())
+        self.dm, self.spec, self.context = dm, spec, self.info["context"]
+        self.model = build_denoiser(dm, self.info["num_actions"], self.context).eval()
         self.model.load_state_dict(load_file(folder / WEIGHTS))
         self._samplers: dict[int, object] = {}
 
@@ -257,7 +256,8 @@ class DiamondPredictor:
 
     @torch.no_grad()
     def next_frame(self, context, actions, mask, sampler, generator=None) -> torch.Tensor:
-        # DIAMOND's sampler draws its noise from torch's global generator: seed it from ours
+        # DIAMOND's sampler draws its noise from torch's global generator: seed it from ours. It
+        # takes no padding mask (padded steps are the first frame repeated, as DIAMOND pads too).
         if generator is not None:
             torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device)))
         x, _ = self.sampler(sampler.steps).sample(context, action_indices(actions))
@@ -292,17 +292,12 @@ def evaluate(dm: Diamond, ours: Ours, diamond_dir: Path, settings, steps: int | 
     from dreamcade.eval.data import open_eval_data, rollout_cases
     from dreamcade.eval.drift import build_reference, evaluate_model
     from dreamcade.eval.report import drift_metrics, provenance, write_drift_report
-    from dreamcade.files.inference import load_for_inference
     from dreamcade.model.config import sampler_settings
     from dreamcade.model.denoiser import EAGER
-    from dreamcade.model.runtime import Runtime
 
-    torch.set_num_threads(threads)
-    model, cfg, meta, dev, speed = load_for_inference(ours.run, Runtime("cpu", threads=threads))
+    x = load_both(dm, ours, diamond_dir, threads)
+    model, cfg, meta, dev, speed, peer, info = x.model, x.cfg, x.meta, x.device, x.speed, x.peer, x.peer.info
     data = open_eval_data(cfg.data.stores, cfg.data.context, cfg.data.val_fraction, model.spec)
-    check_spec(model.spec, str(cfg.data.stores[0]))
-    peer = DiamondPredictor(dm, diamond_dir, model.spec)
-    info = json.loads((diamond_dir / SETTINGS).read_text())
     ref = build_reference(data, settings, dev)
     cases = rollout_cases(data, cfg.data.context, settings.horizon, settings.episodes)
     rows = []
@@ -325,22 +320,40 @@ def evaluate(dm: Diamond, ours: Ours, diamond_dir: Path, settings, steps: int | 
         rows.append({"model": name, "parameters_m": sum(p.numel() for p in net.parameters()) / 1e6,
                      "sampler_steps": sampler.steps, "training_steps": steps_trained,
                      "training_minutes": seconds / 60, **figures(m)})
-    return with_speeds(rows, measure_speeds(dm, ours, diamond_dir, threads))
+    return with_speeds(rows, measure_speeds(x, threads))
 
 
-def measure_speeds(dm: Diamond, ours: Ours, diamond_dir: Path, threads: int) -> dict[str, dict]:
-    """Frames/s of each model's next frame at batch 1 on the CPU, 1 and 3 sampler steps."""
+@dataclass
+class Both:
+    """Our model as eval loads it, and DIAMOND's behind the Predictor protocol, on the CPU."""
+
+    model: torch.nn.Module
+    cfg: object
+    meta: dict
+    device: torch.device
+    speed: object
+    peer: DiamondPredictor
+
+
+def load_both(dm: Diamond, ours: Ours, diamond_dir: Path, threads: int) -> Both:
     from dreamcade.files.inference import load_for_inference
-    from dreamcade.model.denoiser import EAGER
     from dreamcade.model.runtime import Runtime
 
-    model, cfg, _, _, speed = load_for_inference(ours.run, Runtime("cpu", threads=threads))
-    peer = DiamondPredictor(dm, diamond_dir, model.spec)
-    shape = open_store(cfg.data.stores[0]).frame_shape
+    torch.set_num_threads(threads)
+    model, cfg, meta, dev, speed = load_for_inference(ours.run, Runtime("cpu", threads=threads))
+    check_spec(model.spec, str(cfg.data.stores[0]))
+    return Both(model, cfg, meta, dev, speed, DiamondPredictor(dm, diamond_dir, model.spec))
+
+
+def measure_speeds(x: Both, threads: int) -> dict[str, dict]:
+    """Frames/s of each model's next frame at batch 1 on the CPU, 1 and 3 sampler steps."""
+    from dreamcade.model.denoiser import EAGER
+
+    shape = open_store(x.cfg.data.stores[0]).frame_shape
     out = {}
-    for name, predictor, run_speed in (("dreamcade", model, speed), ("DIAMOND", peer, EAGER)):
+    for name, predictor, run_speed in (("dreamcade", x.model, x.speed), ("DIAMOND", x.peer, EAGER)):
         out[name] = {f"fps_{k}_step{'s' if k > 1 else ''}":
-                     1000 / next_frame_ms(predictor, cfg.data.context, model.spec, shape, k, threads, run_speed)
+                     1000 / next_frame_ms(predictor, x.cfg.data.context, x.model.spec, shape, k, threads, run_speed)
                      for k in (1, 3)}
     return out
 
@@ -435,7 +448,8 @@ def main(argv=None) -> int:
             if not table.is_file():
                 raise PeerError(f"{table}: no report to add the speeds to; run --stage eval first")
             saved = json.loads(table.read_text())
-            saved["rows"] = with_speeds(saved["rows"], measure_speeds(dm, ours, diamond_dir, threads))
+            saved["rows"] = with_speeds(saved["rows"], measure_speeds(load_both(dm, ours, diamond_dir, threads),
+                                                                      threads))
             saved["speed_machine"] = machine()
             partial = table.with_name(".peer.json.partial")
             partial.write_text(json.dumps(saved, indent=2))

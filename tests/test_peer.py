@@ -48,6 +48,12 @@ def test_diamond_trains_on_our_store_and_both_are_scored_by_the_same_report(tmp_
         m = json.loads((out / "report" / folder / "metrics.json").read_text())
         assert m["rollouts"]["horizon"] == 24 and r["one_step_psnr"] == m["one_step"]["model"]["psnr_pooled"]
         assert r["fps_1_step"] > r["fps_3_steps"] > 0
+    speed = run_cli(*args, "--stage", "speed", check=False)  # measured again, into the same report
+    assert speed.returncode == 0, speed.stderr
+    again_rows = json.loads((out / "report" / "peer.json").read_text())["rows"]
+    assert [{k: v for k, v in r.items() if not k.startswith("fps")} for r in again_rows] == \
+        [{k: v for k, v in r.items() if not k.startswith("fps")} for r in rows]
+    assert all(r["fps_1_step"] > r["fps_3_steps"] > 0 for r in again_rows)
     # made before: refused without --overwrite, and left as it was
     again = run_cli(*args, check=False)
     assert again.returncode == 2 and "already exists" in again.stderr
