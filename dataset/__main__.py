@@ -189,7 +189,7 @@ def parse_crop(text: str) -> tuple[int, int, int, int]:
 
 def cmd_build(args: argparse.Namespace) -> int:
     opts = BuildOptions(size=args.size, fps=args.fps, crop=args.crop, action_lag_ms=args.action_lag,
-                        drop_idle_s=args.drop_idle)
+                        drop_idle_s=args.drop_idle, drop_dark=args.drop_dark)
     summary = build(args.raw, args.out, opts, overwrite=args.overwrite, progress=not args.quiet,
                     skip_damaged=args.skip_damaged)
     for line in summary["skipped"]:
@@ -234,6 +234,10 @@ def build_parser(prog: str = "dreamcade data") -> argparse.ArgumentParser:
     b.add_argument("--drop-idle", type=float, default=None, metavar="SECONDS",
                    help="cut stretches longer than this with no input and no change on screen; "
                    "the frames after one start a new episode")
+    b.add_argument("--drop-dark", type=float, default=None, metavar="LEVEL",
+                   help="cut frames darker than this mean level (0-255; e.g. 40) and the fade "
+                   "into each run of them (a death's fade to black, a loading screen); the "
+                   "frames after one start a new episode")
     b.add_argument("--overwrite", action="store_true",
                    help="replace an existing store at --out (the old one stays until the new one is complete)")
     b.add_argument("--skip-damaged", action="store_true",

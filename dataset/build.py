@@ -4,8 +4,9 @@ actions by the player's lag, drop idle stretches. The result has the recording s
 Per episode of each source, on the source's own timeline:
 1. action lag of k frames: frame i is paired with the input recorded at i - k, so the first k
    frames of the episode are dropped (there is no input for them);
-2. idle stretches (no input and no change on screen for longer than --drop-idle seconds) are
-   cut out, and the frames after one start a new episode;
+2. idle stretches (no input and no change on screen for longer than --drop-idle seconds) and
+   dark frames (mean level below --drop-dark, with the fade that leads into them: a death's fade to
+   black, a loading screen) are cut out, and the frames after a cut start a new episode;
 3. frame rate: every `factor`-th frame is kept and the actions of the frames in between are
    merged into it: a binary input held in any merged frame stays held, mouse deltas add up,
    other continuous inputs (sticks, triggers) take the last value, and an exclusive (one-hot)
@@ -26,6 +27,7 @@ from dreamcade.dataset.controls import BINARY, ControlSpec, SpecError
 from dreamcade.dataset.store import Store, StoreError, StoreWriter, open_store, store_output
 
 IDLE_PIXEL_DIFF = 1.0  # mean absolute change (0-255) below which two frames count as the same
+FADE_STEP = 1.0  # a frame at least this much darker (mean level) than the one before continues a fade
 BLOCK = 256  # frames read and resized at a time
 
 
@@ -42,6 +44,9 @@ class BuildOptions:
     """Delay the actions by this much (the game's or the player's latency), rounded to frames."""
     drop_idle_s: float | None = None
     """Cut stretches with no input and no change on screen longer than this; None keeps all."""
+    drop_dark: float | None = None
+    """Cut frames whose mean level (0-255, after crop and resize) is below this, and the fade into
+    each run of them (the frames before it, each darker than the one before); None keeps all."""
 
     def check(self) -> None:
         """Values that no source can make right, refused before anything is read."""
@@ -57,6 +62,9 @@ class BuildOptions:
         if self.drop_idle_s is not None and not self.drop_idle_s > 0:
             raise StoreError(f"--drop-idle {self.drop_idle_s:g}: must be a positive number of seconds "
                              "(leave it out to keep idle stretches)")
+        if self.drop_dark is not None and not 0 < self.drop_dark <= 255:
+            raise StoreError(f"--drop-dark {self.drop_dark:g}: must be a mean level between 0 and 255, e.g. 40 "
+                             "(leave it out to keep dark frames)")
 
 
 def merge_actions(spec: ControlSpec, actions: np.ndarray) -> np.ndarray:
@@ -137,8 +145,8 @@ def plan_episode(store: Store, start: int, stop: int, opts: BuildOptions, factor
     idx = np.arange(start + lag, stop)
     acts = actions[: n - lag]
     pieces = [(idx, acts)]
-    if opts.drop_idle_s:
-        pieces = split_idle(store, idx, acts, opts, spec)
+    if opts.drop_idle_s or opts.drop_dark:
+        pieces = cut(idx, acts, kept_frames(store, idx, acts, opts, spec))
     segments = []
     for pidx, pacts in pieces:
         picks = np.arange(0, len(pidx), factor)
@@ -150,42 +158,46 @@ def plan_episode(store: Store, start: int, stop: int, opts: BuildOptions, factor
     return segments
 
 
-def split_idle(store: Store, idx: np.ndarray, acts: np.ndarray, opts: BuildOptions,
-               spec: ControlSpec) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Cut runs of idle frames longer than opts.drop_idle_s out of one episode."""
-    no_input = (acts == idle_row(spec)).all(axis=1)
+def kept_frames(store: Store, idx: np.ndarray, acts: np.ndarray, opts: BuildOptions,
+                spec: ControlSpec) -> np.ndarray:
+    """Which frames of one episode survive --drop-idle and --drop-dark (bool [n])."""
+    level = np.empty(len(idx))
     still = np.zeros(len(idx), bool)
     prev = None
     for a in range(0, len(idx), BLOCK):
         block = transform(store.read_frames(int(idx[a]), int(idx[min(len(idx), a + BLOCK) - 1]) + 1),
                           opts).astype(np.int16)
+        level[a:a + len(block)] = block.mean(axis=(1, 2, 3))
         if prev is not None:
             block = np.concatenate([prev[None], block])
         diff = np.abs(np.diff(block, axis=0)).mean(axis=(1, 2, 3)) < IDLE_PIXEL_DIFF
         still[a + (prev is None):a + len(block) - (prev is not None)] = diff
         prev = block[-1]
-    idle = no_input & still
-    min_run = int(math.ceil(opts.drop_idle_s * store.fps))
     keep = np.ones(len(idx), bool)
-    run_start = None
-    for i, flag in enumerate(list(idle) + [False]):
-        if flag and run_start is None:
-            run_start = i
-        elif not flag and run_start is not None:
-            if i - run_start > min_run:
-                keep[run_start:i] = False
-            run_start = None
-    pieces, i = [], 0
-    while i < len(idx):
-        if not keep[i]:
-            i += 1
-            continue
-        j = i
-        while j < len(idx) and keep[j]:
-            j += 1
-        pieces.append((idx[i:j], acts[i:j]))
-        i = j
-    return pieces
+    if opts.drop_idle_s:
+        idle = (acts == idle_row(spec)).all(axis=1) & still
+        min_run = int(math.ceil(opts.drop_idle_s * store.fps))
+        for i, j in runs(idle):
+            if j - i > min_run:
+                keep[i:j] = False
+    if opts.drop_dark:
+        for i, j in runs(level < opts.drop_dark):
+            m = i - 1  # back over the fade that leads into it: frames each darker than the one before
+            while m > 0 and level[m - 1] - level[m] >= FADE_STEP:
+                m -= 1
+            keep[m + 1:j] = False
+    return keep
+
+
+def runs(flags: np.ndarray) -> list[tuple[int, int]]:
+    """The [start, stop) runs of True in a bool array."""
+    edges = np.diff(np.concatenate([[0], flags.astype(np.int8), [0]]))
+    return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist()))
+
+
+def cut(idx: np.ndarray, acts: np.ndarray, keep: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The runs of kept frames of one episode, each a new episode."""
+    return [(idx[i:j], acts[i:j]) for i, j in runs(keep)]
 
 
 def open_sources(paths: list[str | Path]) -> list[Store]:

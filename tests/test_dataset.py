@@ -134,6 +134,30 @@ def test_drop_idle_cuts_still_stretches_and_starts_a_new_episode(tmp_path):
     assert len(open_store(tmp_path / "t2.zarr")) == n
 
 
+def test_drop_dark_cuts_dark_frames_and_the_fade_into_them(tmp_path):
+    """A death's fade to black (each frame darker than the last, then black) is cut from its first
+    darker frame, a dark frame after no fade alone, and the frames after each cut start a new episode."""
+    levels = np.full(60, 200)
+    levels[20:26] = [170, 130, 90, 50, 20, 0]  # the fade: 20-25 (25 is black) ...
+    levels[26:28] = 0  # ... black for two more frames
+    levels[19] = 190  # where the fade starts: the first frame darker than the one before
+    levels[45] = 10  # one dark frame on its own: 44 is not darker than 43, so nothing before it goes
+    with StoreWriter(tmp_path / "raw.zarr", spec=SPEC, fps=10, frame_size=(16, 16), source={}) as w:
+        for t in range(60):
+            f = frame_of(t)
+            f[..., 2] = levels[t]
+            f[1:, ...] = levels[t]  # the frame's mean is its level; row 0 carries the index
+            w.append(f, np.zeros(4, np.float32), t / 10)
+    build([tmp_path / "raw.zarr"], tmp_path / "t.zarr", BuildOptions(size=(16, 16), drop_dark=40.0),
+          progress=False)
+    s = open_store(tmp_path / "t.zarr")
+    np.testing.assert_array_equal(decode(s.read_frames()), np.r_[0:19, 28:45, 46:60])
+    np.testing.assert_array_equal(s.episode_starts, [0, 19, 36])
+    assert s.attrs["source"]["options"]["drop_dark"] == 40.0
+    build([tmp_path / "raw.zarr"], tmp_path / "all.zarr", BuildOptions(size=(16, 16)), progress=False)
+    assert len(open_store(tmp_path / "all.zarr")) == 60
+
+
 def test_build_refuses_bad_input_with_clear_errors(tmp_path):
     raw_store(tmp_path / "a.zarr", n=40, starts=(0, 36))
     other = ControlSpec((Control("left"),))

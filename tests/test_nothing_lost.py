@@ -208,7 +208,8 @@ def test_when_skip_damaged_leaves_no_validation_episode_train_and_eval_say_so_an
 
 @pytest.mark.parametrize("option, value, says", [("--action-lag", "-100", "0 or more milliseconds"),
                                                  ("--fps", "0", "must be positive"),
-                                                 ("--drop-idle", "0", "positive number of seconds")])
+                                                 ("--drop-idle", "0", "positive number of seconds"),
+                                                 ("--drop-dark", "300", "between 0 and 255")])
 def test_bad_build_options_are_refused_before_any_work(tmp_path, raw, option, value, says):
     before = tree_hash(raw)
     out = tmp_path / "train.zarr"
