@@ -38,6 +38,7 @@ finds the same dreamcade, installed or not, from the user's own folder."""
 SCREEN_SECONDS = 240
 SCREEN_FPS = 15
 SCREEN_RECORD_SIZE = "128x72"
+SCREEN_DROP_DARK = 40  # SuperTux's deaths fade to black; a world trained on the fades fades for good (docs/recipe.md)
 DEFAULTS = {"out": ("demo", "demo-screen"), "size": ("32x32", "64x36"), "preset": ("demo", "screen-demo"),
             "horizon": (1000, 2000)}
 """Option -> (its default for the Atari demo, for the screen demo)."""
@@ -158,8 +159,10 @@ def demo(args: argparse.Namespace) -> int:
               ["-m", "dreamcade", "record", "env", "--env", args.game, "--policy", "sticky", "--steps",
                str(args.frames), "--out", str(raw), "--overwrite"])
     built = store_done(train_store) and newer(train_store / "zarr.json", raw / "zarr.json")
+    cut = ["--drop-dark", str(SCREEN_DROP_DARK)] if args.screen else []
     stage("build", built,
-          ["-m", "dreamcade", "data", "build", str(raw), "--size", args.size, "--out", str(train_store), "--overwrite"])
+          ["-m", "dreamcade", "data", "build", str(raw), "--size", args.size, *cut, "--out", str(train_store),
+           "--overwrite"])
     resume = ["--resume"] if (run_dir / "checkpoints" / "latest").exists() else []
     stage("train", model_step(run_dir) == cfg.train.steps,
           ["-m", "dreamcade", "train", "--config", args.preset, "--data", str(train_store), *overrides, *resume])

@@ -64,6 +64,7 @@ def test_screen_demo_records_a_real_game_from_the_screen_and_plays_its_world(tmp
     for stage in ("record", "build", "train", "eval", "export", "play"):
         assert f"== {stage}\n" in out, f"the {stage} stage ran and printed its command"
     assert "record screen --window SuperTux --controls platformer" in out
+    assert "data build" in out and "--drop-dark 40" in out, "the deaths' fades to black are cut"
     raw = open_store(tmp_path / "data" / "raw.zarr")
     assert raw.closed_cleanly and raw.attrs["source"]["kind"] == "screen"
     assert "SuperTux" in raw.attrs["source"]["window"]
