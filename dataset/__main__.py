@@ -218,8 +218,9 @@ def build_parser(prog: str = "dreamcade data") -> argparse.ArgumentParser:
                        description="Build a training store from one or more recordings with the same "
                        "control spec: crop, area-resize, resample the frame rate (actions of skipped "
                        "frames are merged: a held or tapped key stays held, mouse deltas add up), "
-                       "shift actions by the input lag, and optionally cut idle stretches and fades to black. Episodes "
-                       "are kept; the sources and options are recorded in the output's attributes.")
+                       "shift actions by the input lag, and optionally cut idle stretches and fades "
+                       "to black. Episodes are kept; the sources and options are recorded in the "
+                       "output's attributes.")
     b.add_argument("raw", nargs="+", metavar="RAW", help="recording stores (.zarr)")
     b.add_argument("--out", required=True, help="training store to write")
     b.add_argument("--size", type=parse_size, required=True,
