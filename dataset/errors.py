@@ -8,6 +8,7 @@ messages their counts ("1 episode", "3 episodes").
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import sys
 import warnings
@@ -36,6 +37,7 @@ def boundary(work: Callable[[], int], interrupted: str = "interrupted") -> int:
         # a library's coroutine cut short by Ctrl-C is collected later with a warning: not news
         warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
         _forget_unstarted_zarr_thread()
+        _settle_zarr_reads()
         print(f"\n{interrupted}", file=sys.stderr)
         return 130
     except Exception as e:
@@ -54,6 +56,27 @@ def _forget_unstarted_zarr_thread() -> None:
     threads = getattr(sync, "iothread", None)
     if isinstance(threads, list) and threads and threads[0] is not None and threads[0].ident is None:
         threads[0] = None
+
+
+def _settle_zarr_reads(timeout: float = 2.0) -> None:
+    """Ctrl-C while zarr's I/O thread still runs a read leaves its tasks pending; at the exit they
+    are destroyed ("Task was destroyed but it is pending!") or ask for the thread pool after it is
+    shut down, and print after the command's last line. Cancel them and wait until they end."""
+    sync = sys.modules.get("zarr.core.sync")
+    loop = (getattr(sync, "loop", None) or [None])[0]
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return
+
+    async def cancel_the_rest() -> None:
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    try:
+        asyncio.run_coroutine_threadsafe(cancel_the_rest(), loop).result(timeout)
+    except Exception:  # a loop that will not settle is left to zarr's own exit handler
+        pass
 
 
 def disk_full(e: BaseException) -> bool:

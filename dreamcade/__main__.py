@@ -1,5 +1,3 @@
-import sys
+from dreamcade.cli import entry
 
-from dreamcade.cli import main
-
-sys.exit(main())
+entry()

@@ -5,6 +5,7 @@ help, and imports nothing heavy, so `dreamcade --help` is instant."""
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 JOBS = [
@@ -26,6 +27,19 @@ def usage() -> str:
              "measure its drift. The jobs, in the order you meet them:", ""]
     lines += [f"  {name:<{width}}  {what}" for name, _, what in JOBS]
     return "\n".join(lines)
+
+
+def entry() -> None:
+    """The `dreamcade` program (and `python -m dreamcade`): main's status as the exit status. After
+    Ctrl-C the command has already cleaned up and said so in one line; the process then leaves at
+    once, before the libraries' exit handlers, whose I/O threads were cut short mid-read and would
+    print after that line."""
+    code = main()
+    if code == 130:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    sys.exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:

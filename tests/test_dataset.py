@@ -138,9 +138,8 @@ def test_drop_dark_cuts_dark_frames_and_the_fade_into_them(tmp_path):
     """A death's fade to black (each frame darker than the last, then black) is cut from its first
     darker frame, a dark frame after no fade alone, and the frames after each cut start a new episode."""
     levels = np.full(60, 200)
-    levels[20:26] = [170, 130, 90, 50, 20, 0]  # the fade: 20-25 (25 is black) ...
-    levels[26:28] = 0  # ... black for two more frames
-    levels[19] = 190  # where the fade starts: the first frame darker than the one before
+    levels[19:26] = [190, 170, 130, 90, 50, 20, 0]  # a fade from 19 (the first frame darker than 18) ...
+    levels[26:28] = 0  # ... then black for two more frames
     levels[45] = 10  # one dark frame on its own: 44 is not darker than 43, so nothing before it goes
     with StoreWriter(tmp_path / "raw.zarr", spec=SPEC, fps=10, frame_size=(16, 16), source={}) as w:
         for t in range(60):
