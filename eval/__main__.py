@@ -23,7 +23,7 @@ from dreamcade.dataset.errors import boundary, plural
 from dreamcade.dataset.outputs import check_apart
 from dreamcade.dataset.store import store_exists
 from dreamcade.eval import EvalError
-from dreamcade.eval.settings import DriftSettings, add_options, floats, ints
+from dreamcade.eval.settings import DriftSettings, add_options, floats, ints, names
 from dreamcade.model import config as sampling  # the sampler settings and their rules
 from dreamcade.model.runtime import Runtime
 
@@ -41,7 +41,7 @@ SWEEP_DEFAULTS = {"horizon": 300, "episodes": 4}
 SUBCOMMAND_HELP = {
     "drift": "teacher-forced one-step quality, open-loop rollouts against the recording, reference-free "
              "health and action following; or, with --session, the reference-free figures of saved sessions",
-    "sweep": "the drift figures over context noise levels, sampler steps and checkpoints: one table, one plot",
+    "sweep": "the drift figures over context noise levels, sampler steps and methods, and checkpoints: one table, one plot",
     "video": "a clip (MP4 or GIF) of a store's frames: a saved play session, a recording",
 }
 
@@ -93,6 +93,9 @@ def parse_args(argv=None, prog: str = "dreamcade eval") -> argparse.Namespace:
     d.add_argument("--session", nargs="+", metavar="STORE", default=[],
                    help="saved sessions to measure without ground truth (see below)")
     d.add_argument("--steps", type=int, help="sampler steps per frame, 1 to 10 (default: the checkpoint's sampler.steps)")
+    d.add_argument("--method",
+                   help="sampler method: euler (one network call a step) or heun (two, but the last) "
+                        "(default: the checkpoint's sampler.method)")
     d.add_argument("--context-noise", type=float,
                    help="noise level given to past frames when generating (default: the checkpoint's "
                         "sampler.context_noise; at most its diffusion.context_noise_max)")
@@ -108,6 +111,8 @@ def parse_args(argv=None, prog: str = "dreamcade eval") -> argparse.Namespace:
     s.add_argument("--context-noise", type=floats, default=[0.0, 0.05, 0.1, 0.2], metavar="X,...",
                    help="context noise levels to try (default: 0,0.05,0.1,0.2)")
     s.add_argument("--steps", type=ints, default=[1, 3], metavar="N,...", help="sampler steps to try (default: 1,3)")
+    s.add_argument("--method", type=names, default=None, metavar="M,...",
+                   help="sampler methods to try, of euler and heun (default: each checkpoint's sampler.method)")
     _common(s, **SWEEP_DEFAULTS)
     v = sub.add_parser("video", help=SUBCOMMAND_HELP["video"], description=SUBCOMMAND_HELP["video"] + ".")
     v.add_argument("store", help="the store to render (e.g. sessions/play-....zarr)")
@@ -207,7 +212,7 @@ def drift_inputs(args: argparse.Namespace, settings: DriftSettings, device: torc
     inputs = DriftInputs(data, model, cfg, meta, speed)
     if run_model:
         inputs.sampler = sampling.sampler_settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise,
-                                           hold_levels=args.hold_levels)
+                                           hold_levels=args.hold_levels, method=args.method)
         inputs.cases = rollout_cases(data, context, settings.horizon, settings.episodes)
     if args.session:
         check_sessions(args.session, data.frame_shape)
@@ -318,6 +323,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         sampling.check_steps(n, "--steps")
     for level in args.context_noise:
         sampling.check_context_noise(level, "--context-noise")
+    for method in args.method or []:
+        sampling.check_method(method, "--method")
     device = resolve_device(args)
     out = Path(args.out)
     output = report_output(args.out, args.overwrite, args.data, list(args.checkpoint))
@@ -329,7 +336,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if len({m.cfg.data.context for m in models}) > 1:
             ref.notes.append("the checkpoints have different contexts: each rolls out from its own first L frames")
         say = (lambda s: print(s, file=sys.stderr)) if settings.progress else (lambda s: None)
-        rows, curves = run_sweep(models, args.context_noise, args.steps, ref, settings, device, say)
+        rows, curves = run_sweep(models, args.context_noise, args.steps, ref, settings, device, say, args.method)
         prov = provenance(command_line(args.argv), [{"path": m.name, "step": m.step} for m in models], models[0].data.stores,
                           [], str(device), settings)
         m = {**prov, "checkpoint": None, "checkpoints": prov["checkpoint"], "notes": ref.notes,

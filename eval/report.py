@@ -192,7 +192,7 @@ def _header(m: dict) -> list[str]:
             ["sessions", ", ".join(m["session_stores"]) or "–"], ["device", m["device"]],
             ["horizon (steps)", s["horizon"]], ["drift chunk (frames)", s["chunk_frames"]]]
     if m.get("sampler"):
-        rows += [["sampler steps", m["sampler"]["steps"]],
+        rows += [["sampler steps", f"{m['sampler']['steps']} ({m['sampler'].get('method', 'euler')})"],
                  ["context noise (asked / used)", f"{m['sampler']['context_noise']} / {m['sampler']['context_noise_used']}"]]
     v = m["versions"]
     rows.append(["versions", f"dreamcade {v['dreamcade']}, torch {v['torch']}, python {v['python']}"])
@@ -409,6 +409,7 @@ def write_sweep_report(out: Path, m: dict) -> None:
         H.table([h for _, h in COLUMNS], [[r[k] for k, _ in COLUMNS] for r in rows]),
         H.image("sweep.png", "sweep"),
         H.para("Most stable among the best rollout PSNRs (within 0.5 dB): " + (
-            f"{b['checkpoint']}, context noise {b['context_noise_used']}, {b['sampler_steps']} steps" if b else "–")))]
+            f"{b['checkpoint']}, context noise {b['context_noise_used']}, {b['sampler_steps']} steps, "
+            f"{b['sampler_method']}" if b else "–")))]
     (out / "index.html").write_text(H.page("Sweep: " + ", ".join(r for r in dict.fromkeys(
         x["checkpoint"] for x in rows)), body))

@@ -26,6 +26,11 @@ def ints(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas, got {text!r}") from None
 
 
+def names(text: str) -> list[str]:
+    """"euler,heun" -> ["euler", "heun"] (an option's type)."""
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
 def option(default, help: str, at_least: int | None = None, metavar: str | None = None, parse=None,
            flag: str | None = None, shown: str | None = None):
     """A field that is an option: `help` (the default is added to it, or `shown` in its place),

@@ -1,5 +1,5 @@
 """`dreamcade eval sweep`: the same drift figures over a grid of context noise levels, sampler
-steps and checkpoints, reduced to one row each, so that a table and a plot show what buys
+steps, sampler methods and checkpoints, reduced to one row each, so that a table and a plot show what buys
 stability. The data, the health reference and the action classifier are built once."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class SweepModel:
     speed: Speed = EAGER
 
 
-def row(m: SweepModel, noise: float, used: float, steps: int, summary: dict, one_step: dict) -> dict:
+def row(m: SweepModel, noise: float, used: float, steps: int, method: str, summary: dict, one_step: dict) -> dict:
     """The sweep's figures for one setting (see COLUMNS)."""
     r = summary
     first = r["psnr"]["crossings"][0] if r["psnr"]["crossings"] else None
@@ -40,7 +40,7 @@ def row(m: SweepModel, noise: float, used: float, steps: int, summary: dict, one
     sharp = [x for x in r["health"]["sharpness"]["per_chunk_ratio_to_real"] if x is not None]
     act = r.get("action_following") or {}
     return {"checkpoint": m.name, "checkpoint_step": m.step, "context_noise": noise, "context_noise_used": used,
-            "sampler_steps": steps, "one_step_psnr_pooled": one_step["model"]["psnr_pooled"],
+            "sampler_steps": steps, "sampler_method": method, "one_step_psnr_pooled": one_step["model"]["psnr_pooled"],
             "one_step_ssim": one_step["model"]["ssim"]["mean"], "rollout_psnr_pooled": r["psnr"]["pooled"],
             "rollout_ssim": r["ssim"]["overall"]["mean"],
             "psnr_threshold": first["threshold"] if first else None,
@@ -52,6 +52,7 @@ def row(m: SweepModel, noise: float, used: float, steps: int, summary: dict, one
 
 
 COLUMNS = [("checkpoint", "checkpoint"), ("context_noise_used", "context noise"), ("sampler_steps", "steps"),
+           ("sampler_method", "method"),
            ("one_step_psnr_pooled", "1-step PSNR"), ("rollout_psnr_pooled", "rollout PSNR"),
            ("rollout_ssim", "rollout SSIM"), ("steps_to_psnr_threshold", "steps to threshold"),
            ("psnr_below_frozen_frame_from_step", "below frozen from"), ("healthy_horizon", "healthy horizon"),
@@ -61,22 +62,26 @@ COLUMNS = [("checkpoint", "checkpoint"), ("context_noise_used", "context noise")
 
 
 def run_sweep(models: list[SweepModel], noises: list[float], steps: list[int], ref: Reference,
-              settings: DriftSettings, device: torch.device, progress_print=print) -> tuple[list[dict], list[dict]]:
-    """Every (checkpoint, context noise, sampler steps): one row, and its per-step curves."""
+              settings: DriftSettings, device: torch.device, progress_print=print,
+              methods: list[str] | None = None) -> tuple[list[dict], list[dict]]:
+    """Every (checkpoint, context noise, sampler steps, sampler method): one row, and its per-step
+    curves. `methods` None: each checkpoint's own sampler.method."""
     rows, curves = [], []
     for m in models:
         for noise in noises:
             for n in steps:
-                sampler = sampling.sampler_settings(m.cfg.sampler, steps=n, context_noise=noise)
-                used = sampling.context_noise_used(noise, m.cfg.diffusion.context_noise_max)
-                progress_print(f"{m.name}: context noise {used:g}, {n} sampler steps")
-                ev = evaluate_model(m.model, sampler, ref, m.data, m.cases, settings, device, m.speed)
-                summary = rollout_summary(ev.rollouts, settings, ref)
-                rows.append(row(m, noise, used, n, summary, ev.one_step.summary()))
-                curves.append({"checkpoint": m.name, "context_noise": noise, "sampler_steps": n,
-                               "psnr_per_step_mean": summary["psnr"]["per_step"]["mean"],
-                               "drift_per_chunk": summary["health"]["drift_score"]["per_chunk_mean"],
-                               "sharpness_ratio_per_chunk": summary["health"]["sharpness"]["per_chunk_ratio_to_real"]})
+                for method in methods or [m.cfg.sampler.method]:
+                    sampler = sampling.sampler_settings(m.cfg.sampler, steps=n, context_noise=noise, method=method)
+                    used = sampling.context_noise_used(noise, m.cfg.diffusion.context_noise_max)
+                    progress_print(f"{m.name}: context noise {used:g}, {n} sampler steps, {method}")
+                    ev = evaluate_model(m.model, sampler, ref, m.data, m.cases, settings, device, m.speed)
+                    summary = rollout_summary(ev.rollouts, settings, ref)
+                    rows.append(row(m, noise, used, n, method, summary, ev.one_step.summary()))
+                    curves.append({"checkpoint": m.name, "context_noise": noise, "sampler_steps": n,
+                                   "sampler_method": method,
+                                   "psnr_per_step_mean": summary["psnr"]["per_step"]["mean"],
+                                   "drift_per_chunk": summary["health"]["drift_score"]["per_chunk_mean"],
+                                   "sharpness_ratio_per_chunk": summary["health"]["sharpness"]["per_chunk_ratio_to_real"]})
     return rows, curves
 
 
@@ -90,12 +95,13 @@ def format_table(rows: list[dict]) -> str:
 
 
 def plot_axes(rows: list[dict]) -> tuple[str, list[str]]:
-    """x = context noise when several levels were swept (lines per checkpoint and steps), else
-    x = sampler steps (lines per checkpoint)."""
-    several = lambda k: len({r[k] for r in rows}) > 1
+    """x = context noise when several levels were swept (lines per checkpoint, steps and method),
+    else x = sampler steps (lines per checkpoint and method)."""
+    several = lambda k: len({r.get(k) for r in rows}) > 1
     if several("context_noise_used") or not several("sampler_steps"):
-        return "context_noise_used", [k for k in ("checkpoint", "sampler_steps") if several(k)] or ["sampler_steps"]
-    return "sampler_steps", ["checkpoint"]
+        return "context_noise_used", [k for k in ("checkpoint", "sampler_steps", "sampler_method") if several(k)] \
+            or ["sampler_steps"]
+    return "sampler_steps", [k for k in ("checkpoint", "sampler_method") if several(k)] or ["checkpoint"]
 
 
 def best(rows: list[dict]) -> dict | None:

@@ -111,6 +111,7 @@ class DiffusionConfig:
 
 
 STEPS = (1, 10)  # sampler steps per frame, lowest and highest
+METHODS = ("euler", "heun")
 
 
 @dataclass
@@ -140,6 +141,7 @@ class SamplerConfig:
 
     def check(self) -> None:
         check_steps(self.steps)
+        check_method(self.method)
         require(0 < self.sigma_min < self.sigma_max, "sampler needs 0 < sigma_min < sigma_max")
         require(self.rho > 0 and self.churn >= 0, "sampler.rho must be positive and sampler.churn 0 or more")
         check_context_noise(self.context_noise)
@@ -147,7 +149,7 @@ class SamplerConfig:
 
 
 # The sampler settings' rules, one place for the config file and every command's options
-# (--steps, --context-noise, --hold-levels of play and eval); each names the option it checks.
+# (--steps, --method, --context-noise, --hold-levels of play and eval); each names the option it checks.
 
 def check_steps(steps: int, option: str = "sampler.steps") -> int:
     require(STEPS[0] <= steps <= STEPS[1], f"{option} {steps}: sampler steps must be between {STEPS[0]} and {STEPS[1]}")
@@ -170,10 +172,17 @@ def context_noise_used(level: float, maximum: float) -> float:
     return min(max(float(level), 0.0), maximum)
 
 
+def check_method(method: str, option: str = "sampler.method") -> str:
+    require(method in METHODS, f"{option} {method!r}: the sampler method must be one of {', '.join(METHODS)}")
+    return method
+
+
 def sampler_settings(base: SamplerConfig, steps: int | None = None, context_noise: float | None = None,
-                     hold_levels: float | None = None) -> SamplerConfig:
+                     hold_levels: float | None = None, method: str | None = None) -> SamplerConfig:
     """A copy of `base` with the given command-line options (None keeps the base's), checked."""
     out = replace(base)
+    if method is not None:
+        out.method = check_method(method, "--method")
     if hold_levels is not None:
         out.hold_levels = float(check_hold_levels(hold_levels, "--hold-levels"))
     if steps is not None:

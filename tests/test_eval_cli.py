@@ -139,6 +139,7 @@ def test_user_mistakes_get_one_line_and_exit_2(breakout, tmp_path):
         (["--session", str(block)], "--session needs reference data"),
         (["--checkpoint", str(run), "--steps", "11"], "--steps 11"),
         (["--checkpoint", str(run), "--hold-levels", "-1"], "--hold-levels -1"),
+        (["--checkpoint", str(run), "--method", "rk4"], "--method 'rk4': the sampler method must be one of euler, heun"),
         (["--checkpoint", str(run), "--horizon", "0"], "--horizon must be at least 1"),
         (["--checkpoint", str(run), "--session", str(block)], "session frames are 16x16"),
     ]
@@ -160,14 +161,18 @@ def test_sweep_writes_one_table_and_one_plot(breakout, tmp_path):
     store, run = breakout
     out = tmp_path / "sweep"
     proc = eval_cli("sweep", "--checkpoint", str(run), "--context-noise", "0,0.1", "--steps", "1,2",
-                    "--out", str(out), *SMALL[:2], "--episodes", "1", *SMALL[4:])
+                    "--method", "euler,heun", "--out", str(out), *SMALL[:2], "--episodes", "1", *SMALL[4:])
     lines = proc.stdout.splitlines()
-    assert "context noise" in lines[0] and len(lines) == 1 + 4 + 1
+    assert "context noise" in lines[0] and "method" in lines[0] and len(lines) == 1 + 8 + 1
     m = json.loads((out / "metrics.json").read_text())
     rows = m["rows"]
-    assert [(r["context_noise"], r["sampler_steps"]) for r in rows] == [(0.0, 1), (0.0, 2), (0.1, 1), (0.1, 2)]
+    assert [(r["context_noise"], r["sampler_steps"], r["sampler_method"]) for r in rows] == [
+        (noise, steps, method) for noise in (0.0, 0.1) for steps in (1, 2) for method in ("euler", "heun")]
     assert all(r["rollout_psnr_pooled"] is not None and r["final_drift_score"] is not None for r in rows)
-    assert len(m["curves"]) == 4 and len(m["curves"][0]["psnr_per_step_mean"]) == 20
+    assert len(m["curves"]) == 8 and len(m["curves"][0]["psnr_per_step_mean"]) == 20
+    # Heun corrects every step but the last: in one step it is Euler, in two it is not
+    by = {(r["context_noise"], r["sampler_steps"], r["sampler_method"]): r["one_step_psnr_pooled"] for r in rows}
+    assert by[(0.0, 1, "heun")] == by[(0.0, 1, "euler")] and by[(0.0, 2, "heun")] != by[(0.0, 2, "euler")]
     assert sorted(p.name for p in out.iterdir()) == ["index.html", "metrics.json", "sweep.png"]
     assert "sweep.png" in (out / "index.html").read_text()
 
