@@ -64,15 +64,17 @@ def timed(fn, device, repeats: int, warmup: int = 3) -> float:
 
 
 def next_frame_ms(preset, device, precision="auto", channels_last=True, inference=True, compile=False,
-                  repeats=10, steps=3) -> float:
+                  repeats=10, steps=3, method: str | None = None) -> float:
     return next_frame_ms_per_steps(preset, device, precision, channels_last, inference, compile, repeats,
-                                   (steps,))[steps]
+                                   (steps,), method)[steps]
 
 
 def next_frame_ms_per_steps(preset, device, precision="auto", channels_last=True, inference=True, compile=False,
-                            repeats=10, steps=(1, 3)) -> dict[int, float]:
-    """ms per next frame at each number of sampler steps, one model built (and compiled) for all."""
+                            repeats=10, steps=(1, 3), method: str | None = None) -> dict[int, float]:
+    """ms per next frame at each number of sampler steps, one model built (and compiled) for all;
+    `method` None: the preset's sampler.method."""
     model, speed, cfg = build(preset, device, precision, channels_last, compile)
+    cfg.sampler.method = method or cfg.sampler.method
     model.eval()
     s, L = SIZES[preset], cfg.data.context
     ctx = torch.rand(1, L, 3, s, s, device=device) * 2 - 1
@@ -197,7 +199,7 @@ def main() -> None:
     for preset in ("atari-64", "demo"):
         for name, kw in variants:
             for steps in ((1, 2, 3) if name == "default" else (3,)):
-                ms = next_frame_ms(preset, dev, repeats=args.repeats, steps=steps, **kw)
+                ms = next_frame_ms(preset, dev, repeats=args.repeats, steps=steps, method="euler", **kw)
                 rows.append({"preset": preset, "measure": f"next frame, {steps} Euler steps", "switches": name,
                              "ms": ms, "per_s": 1000 / ms})
     train_variants = [("default", {}), ("no channels_last", {"channels_last": False})]

@@ -1,6 +1,6 @@
 """Play-loop speed on this machine: frames per second of play.py's loop (read input, step the
 model, draw the scaled frame and the HUD, no fps cap) with SDL's dummy video driver, per preset
-and sampler steps, and the share of the loop spent in the model. Random-init weights (speed does
+and sampler steps (in the preset's sampler method), and the share of the loop spent in the model. Random-init weights (speed does
 not depend on training), a 6-action exclusive spec, context frames from a small made-up store.
 Goal on 2 CPU cores: 15 frames/s or more at the demo preset (32x32) and the screen-demo preset
 (64x36) with the preset's own sampler steps.
@@ -91,14 +91,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for preset in args.presets:
             run, store = make_checkpoint(preset, Path(tmp))
-            own = load_config(f"configs/{preset}.yaml").sampler.steps
+            sampler = load_config(f"configs/{preset}.yaml").sampler
             for steps in [int(x) for x in args.steps.split(",")]:
                 r = measure(run, store, steps, args.frames, args)
-                goal = GOAL_FPS.get(preset) if steps == own else None
-                rows.append({"preset": preset, "frame": "x".join(map(str, SIZES[preset])), "steps": steps, **r,
+                goal = GOAL_FPS.get(preset) if steps == sampler.steps else None
+                rows.append({"preset": preset, "frame": "x".join(map(str, SIZES[preset])), "steps": steps,
+                             "method": sampler.method, **r,
                              "goal_fps": goal, "meets_goal": None if goal is None else r["fps"] >= goal})
     suffix = args.device + ("-compile" if args.compile else "")
-    report(f"play-{suffix}", rows, ["preset", "frame", "steps", "fps", "ms_per_frame", "model_ms", "model_share",
+    report(f"play-{suffix}", rows, ["preset", "frame", "steps", "method", "fps", "ms_per_frame", "model_ms", "model_share",
                                     "goal_fps", "meets_goal"])
 
 

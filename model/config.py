@@ -119,9 +119,11 @@ class SamplerConfig:
     steps: int = 6
     """Denoising steps per frame, 1 to 10 (STEPS). Fewer steps give the mean of what may come
     next, a little blurred, and on a view that moves the blur compounds from frame to frame
-    (docs/recipe.md#sampler-steps: 3 steps melted a maze within 100 steps, 6 held 2,000)."""
-    method: Literal["euler", "heun"] = "euler"
-    """Euler (one network call a step) or Heun (two, but the last)."""
+    (docs/recipe.md#sampler-steps: 3 Euler steps melted a maze within 100 steps)."""
+    method: Literal["euler", "heun"] = "heun"
+    """Euler (one network call a step) or Heun (two, but the last: 11 in 6 steps). Heun keeps a
+    moving view as sharp as the recording where Euler, even in 10 steps, blurs it; in 3 steps it
+    fills the frame with noise (docs/recipe.md#sampler-method)."""
     sigma_min: float = 2e-3
     """Lowest noise level of the Karras schedule; 0 < sigma_min < sigma_max."""
     sigma_max: float = 5.0

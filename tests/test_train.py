@@ -367,7 +367,8 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     from dreamcade.files.config_file import load_config
     from dreamcade.model.denoiser import Denoiser
 
-    cfg = load_config("configs/tiny.yaml", ["sampler.steps=3", f"data.stores={json.dumps([str(block_store)])}"])
+    cfg = load_config("configs/tiny.yaml", ["sampler.steps=3", "sampler.method=heun",
+                                            f"data.stores={json.dumps([str(block_store)])}"])
     teacher = tmp_path / "teacher"
     spec = open_store(block_store).spec
     save_model(teacher, Denoiser.build(cfg.model, cfg.diffusion, spec, cfg.data.context, (16, 16)), cfg, 7)
@@ -382,6 +383,7 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     model, scfg, meta = load_model(run)
     record = json.loads(meta["distilled"])
     assert scfg.sampler.steps == 1 and scfg.name == "teacher-1step" and meta["step"] == "7"
+    assert scfg.sampler.method == "euler"  # a Heun teacher's student: one network call a step
     assert record["teacher"] == str(teacher) and record["iterations"] == 2 and record["teacher_steps"] == 3
     card = (run / "world" / "README.md").read_text()
     assert "distilled from" in card and f"dreamcade distill --checkpoint {teacher} --steps 1" in card
