@@ -1,7 +1,8 @@
 """Play-loop speed on this machine: frames per second of play.py's loop (read input, step the
 model, draw the scaled frame and the HUD, no fps cap) with SDL's dummy video driver, per preset
-and sampler steps (in the preset's sampler method), and the share of the loop spent in the model. Random-init weights (speed does
-not depend on training), a 6-action exclusive spec, context frames from a small made-up store.
+and sampler steps (in the preset's sampler method), and the share of the loop spent in the
+model. Random-init weights (speed does not depend on training), a 6-action exclusive spec,
+context frames from a small made-up store.
 Goal on 2 CPU cores: 15 frames/s or more at the demo preset (32x32) and the screen-demo preset
 (64x36) with the preset's own sampler steps.
 
@@ -99,8 +100,8 @@ def main() -> None:
                              "method": sampler.method, **r,
                              "goal_fps": goal, "meets_goal": None if goal is None else r["fps"] >= goal})
     suffix = args.device + ("-compile" if args.compile else "")
-    report(f"play-{suffix}", rows, ["preset", "frame", "steps", "method", "fps", "ms_per_frame", "model_ms", "model_share",
-                                    "goal_fps", "meets_goal"])
+    report(f"play-{suffix}", rows, ["preset", "frame", "steps", "method", "fps", "ms_per_frame", "model_ms",
+                                    "model_share", "goal_fps", "meets_goal"])
 
 
 if __name__ == "__main__":

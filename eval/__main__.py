@@ -41,7 +41,8 @@ SWEEP_DEFAULTS = {"horizon": 300, "episodes": 4}
 SUBCOMMAND_HELP = {
     "drift": "teacher-forced one-step quality, open-loop rollouts against the recording, reference-free "
              "health and action following; or, with --session, the reference-free figures of saved sessions",
-    "sweep": "the drift figures over context noise levels, sampler steps and methods, and checkpoints: one table, one plot",
+    "sweep": "the drift figures over context noise levels, sampler steps and methods, and checkpoints: "
+             "one table, one plot",
     "video": "a clip (MP4 or GIF) of a store's frames: a saved play session, a recording",
 }
 

@@ -77,11 +77,12 @@ def run_sweep(models: list[SweepModel], noises: list[float], steps: list[int], r
                     ev = evaluate_model(m.model, sampler, ref, m.data, m.cases, settings, device, m.speed)
                     summary = rollout_summary(ev.rollouts, settings, ref)
                     rows.append(row(m, noise, used, n, method, summary, ev.one_step.summary()))
+                    health = summary["health"]
                     curves.append({"checkpoint": m.name, "context_noise": noise, "sampler_steps": n,
                                    "sampler_method": method,
                                    "psnr_per_step_mean": summary["psnr"]["per_step"]["mean"],
-                                   "drift_per_chunk": summary["health"]["drift_score"]["per_chunk_mean"],
-                                   "sharpness_ratio_per_chunk": summary["health"]["sharpness"]["per_chunk_ratio_to_real"]})
+                                   "drift_per_chunk": health["drift_score"]["per_chunk_mean"],
+                                   "sharpness_ratio_per_chunk": health["sharpness"]["per_chunk_ratio_to_real"]})
     return rows, curves
 
 

@@ -52,7 +52,8 @@ def parse_args(argv=None, prog: str = "dreamcade play") -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=None,
                    help=f"sampler steps per frame, {STEPS[0]}-{STEPS[1]} (default: the checkpoint's)")
     p.add_argument("--method", default=None,
-                   help="sampler method: euler (one network call a step) or heun (two, but the last) (default: the checkpoint's)")
+                   help="sampler method: euler (one network call a step) or heun (two, but the last) "
+                        "(default: the checkpoint's)")
     p.add_argument("--context-noise", type=float, default=None, help="context noise level (default: the checkpoint's)")
     p.add_argument("--hold-levels", type=float, default=None,
                    help="a generated pixel within this many levels of the frame before keeps its value "
@@ -140,8 +141,8 @@ def build_player(args: argparse.Namespace, outputs: Outputs) -> Player:
     runtime.apply_threads()
     model, cfg, meta, device, speed = load_for_inference(args.checkpoint, runtime)
     outputs.check_apart(cfg.data.stores)
-    sampler = sampler_settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise, hold_levels=args.hold_levels,
-                               method=args.method)
+    sampler = sampler_settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise,
+                               hold_levels=args.hold_levels, method=args.method)
     spec = model.spec
     try:
         keymap = parse_keymap(args.keys, spec.names) if args.keys and spec.exclusive else None

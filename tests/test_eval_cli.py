@@ -139,7 +139,8 @@ def test_user_mistakes_get_one_line_and_exit_2(breakout, tmp_path):
         (["--session", str(block)], "--session needs reference data"),
         (["--checkpoint", str(run), "--steps", "11"], "--steps 11"),
         (["--checkpoint", str(run), "--hold-levels", "-1"], "--hold-levels -1"),
-        (["--checkpoint", str(run), "--method", "rk4"], "--method 'rk4': the sampler method must be one of euler, heun"),
+        (["--checkpoint", str(run), "--method", "rk4"],
+         "--method 'rk4': the sampler method must be one of euler, heun"),
         (["--checkpoint", str(run), "--horizon", "0"], "--horizon must be at least 1"),
         (["--checkpoint", str(run), "--session", str(block)], "session frames are 16x16"),
     ]

@@ -431,7 +431,8 @@ def test_missing_checkpoint_and_bad_data_are_clear_errors(block_run, device_run,
     assert stop.value.code == 2 and "--hold-levels -1: must be 0 (off) or more" in capsys.readouterr().err
     with pytest.raises(SystemExit) as stop:
         cli.main(["--checkpoint", run, "--method", "rk4"])
-    assert stop.value.code == 2 and "--method 'rk4': the sampler method must be one of euler, heun" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "--method 'rk4': the sampler method must be one of euler, heun" in err
     assert "already exists" in error("--checkpoint", run, "--save", str(data))
     if not torch.cuda.is_available():
         assert "no CUDA GPU" in error("--checkpoint", run, "--device", "cuda")

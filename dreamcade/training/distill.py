@@ -48,10 +48,11 @@ from dreamcade.training.settings import DistillSettings
 
 
 def student_config(teacher: Config, name: str, out_dir: str, settings: DistillSettings, runtime: Runtime) -> Config:
-    """The teacher's config as the student's run: its name and folder, its sampler steps (Euler:
-    one network call a step, the point of a student; Heun's correction in few steps adds noise,
-    docs/recipe.md#sampler-method), and the loop's settings of a distillation (iterations as train.steps, its batch, seed, learning rate
-    after a 20-step warm-up, no EMA: the student is saved as trained, no periodic evaluation)."""
+    """The teacher's config as the student's run: its name and folder, its sampler steps (in
+    Euler's method: one network call a step, the point of a student; Heun's correction in few
+    steps adds noise, docs/recipe.md#sampler-method), and the loop's settings of a distillation
+    (iterations as train.steps, its batch, seed, learning rate after a 20-step warm-up, no EMA:
+    the student is saved as trained, no periodic evaluation)."""
     cfg = copy.deepcopy(teacher)
     cfg.name, cfg.out_dir, cfg.sampler.steps, cfg.sampler.method = name, out_dir, settings.steps, "euler"
     t = cfg.train
