@@ -94,11 +94,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for preset, target in PLAY_TARGETS.items():
             run, store = make_checkpoint(preset, Path(tmp))
-            own = load_config(f"configs/{preset}.yaml").sampler.steps
-            for steps in (1, own):
+            sampler = load_config(f"configs/{preset}.yaml").sampler
+            for steps in (1, sampler.steps):
                 r = measure(run, store, steps, args.frames, play_args)
-                goal = target if steps == own else None
-                rows.append({"check": "play loop, headless", "preset": preset, "steps": steps,
+                goal = target if steps == sampler.steps else None
+                rows.append({"check": f"play loop, headless ({sampler.method})", "preset": preset, "steps": steps,
                              "switches": f"bf16, CUDA graphs, model {r['model_share']:.0%} of the loop",
                              "ms": r["ms_per_frame"], "per_s": r["fps"], "target": goal,
                              "meets": None if goal is None else r["fps"] >= goal})

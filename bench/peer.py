@@ -375,7 +375,7 @@ def next_frame_ms(predictor, context: int, spec: ControlSpec, shape, steps: int,
     ctx = torch.rand(1, context, 3, h, w, generator=g) * 2 - 1
     act = torch.zeros(1, context, len(spec))
     act[..., 0] = 1
-    sampler = SamplerConfig(steps=steps)
+    sampler = SamplerConfig(steps=steps, method="euler")  # like for like: DIAMOND samples with Euler
     kw = {} if speed is None else {"speed": speed}
     with torch.inference_mode():
         return timed(lambda: predict_next(predictor, ctx, act, None, sampler, g, **kw), torch.device("cpu"),

@@ -202,7 +202,8 @@ def demo(args: argparse.Namespace) -> int:
 # -- the screen demo's stages --------------------------------------------------------------------
 
 PLAY_FRAMES = 600
-"""Frames the bot plays of the world in the screen demo's play stage (40 s at 15 frames/s)."""
+"""Frames the bot plays of the world in the screen demo's play stage (40 s at the data's 15 frames/s,
+longer where the CPU makes fewer: docs/benchmarks.md#play-loop)."""
 
 
 def screen_store_done(path: Path, seconds: int) -> bool:

@@ -324,6 +324,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         sampling.check_steps(n, "--steps")
     for level in args.context_noise:
         sampling.check_context_noise(level, "--context-noise")
+    if args.method is not None and not args.method:
+        raise EvalError("--method needs at least one value (euler, heun)")
     for method in args.method or []:
         sampling.check_method(method, "--method")
     device = resolve_device(args)

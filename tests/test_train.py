@@ -385,6 +385,7 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     assert scfg.sampler.steps == 1 and scfg.name == "teacher-1step" and meta["step"] == "7"
     assert scfg.sampler.method == "euler"  # a Heun teacher's student: one network call a step
     assert record["teacher"] == str(teacher) and record["iterations"] == 2 and record["teacher_steps"] == 3
+    assert record["teacher_method"] == "heun"
     card = (run / "world" / "README.md").read_text()
     assert "distilled from" in card and f"dreamcade distill --checkpoint {teacher} --steps 1" in card
     proc = distill("--iterations", "2", check=False)

@@ -228,6 +228,12 @@ def train_command(run: Path) -> str | None:
     return f"dreamcade train --config {run / 'config.yaml'}" if (run / "config.yaml").is_file() else None
 
 
+def teacher_sampler(distilled: dict) -> str:
+    """"6 sampler steps, heun": how a student's teacher sampled (its method where recorded)."""
+    method = distilled.get("teacher_method")
+    return f"{distilled['teacher_steps']} sampler steps" + (f", {method}" if method else "")
+
+
 def model_card(info: dict, cfg: Config) -> str:
     """README.md: the model card (diffusers' front matter, then what a player wants to know)."""
     d, t, e, r = info["data"], info["training"], info["eval"], info["reference"]
@@ -243,12 +249,12 @@ def model_card(info: dict, cfg: Config) -> str:
              f"| game | {info['game']} |",
              f"| data | {d['frames']:,} frames ({d['hours']:.2f} hours at {d['fps']:g} frames/s), "
              f"{plural(d['episodes'], 'episode')}, {d['size']} |",
-             (f"| training | distilled from {info['distilled']['teacher']} ({info['distilled']['teacher_steps']} sampler "
-              f"steps, trained {info['step']:,} steps) in {info['distilled']['iterations']:,} iterations, "
+             (f"| training | distilled from {info['distilled']['teacher']} ({teacher_sampler(info['distilled'])}, "
+              f"trained {info['step']:,} steps) in {info['distilled']['iterations']:,} iterations, "
               f"{fig(t.get('minutes'), '{:.1f} minutes')} |" if info.get("distilled") else
               f"| training | {info['step']:,} steps, {fig(t.get('minutes'), '{:.1f} minutes')} |"),
              f"| model | {sum(1 for _ in cfg.model.channels)} UNet levels {cfg.model.channels}, context {cfg.data.context} frames, "
-             f"{cfg.sampler.steps} sampler steps |"]
+             f"{cfg.sampler.steps} sampler steps ({cfg.sampler.method}) |"]
     if e:
         lines += [f"| one-step PSNR | {fig(e['one_step_psnr'])} dB (repeating the last frame: {fig(e['repeat_last_psnr'])} dB) |",
                   f"| healthy horizon | {e['healthy_horizon_min']} steps in the worst of "
