@@ -123,7 +123,9 @@ class SamplerConfig:
     method: Literal["euler", "heun"] = "heun"
     """Euler (one network call a step) or Heun (two, but the last: 11 in 6 steps). Heun keeps a
     moving view as sharp as the recording where Euler, even in 10 steps, blurs it; in 3 steps it
-    fills the frame with noise (docs/recipe.md#sampler-method)."""
+    fills the frame with noise, and on a fixed screen of few colours its grain moves the colours
+    out of the health band, so the fixed-screen presets keep Euler
+    (docs/recipe.md#sampler-method)."""
     sigma_min: float = 2e-3
     """Lowest noise level of the Karras schedule; 0 < sigma_min < sigma_max."""
     sigma_max: float = 5.0
