@@ -84,10 +84,10 @@ def main() -> int:
                      "switches": f"bf16, {r['gflop']:.2f} GFLOP", "ms": r["ms"], "per_s": r["gflop_s"] / 1000,
                      "target": None, "meets": None})
     for preset in ("atari-64", "screen-64"):
+        method = load_config(f"configs/{preset}.yaml").sampler.method
         for compile in (False, True):
             for steps, ms in next_frame_ms_per_steps(preset, dev, compile=compile, repeats=50, steps=STEPS).items():
-                rows.append({"check": f"next frame ({load_config(f'configs/{preset}.yaml').sampler.method})",
-                             "preset": preset, "steps": steps,
+                rows.append({"check": f"next frame ({method})", "preset": preset, "steps": steps,
                              "switches": "bf16, CUDA graphs" if compile else "bf16, eager", "ms": ms,
                              "per_s": 1000 / ms, "target": None, "meets": None})
     play_args = argparse.Namespace(device="cuda", scale=8, compile=True)

@@ -14,7 +14,7 @@ import torch
 
 from dreamcade.dataset.pixels import LEVEL, quantize
 from dreamcade.model import edm
-from dreamcade.model.config import SamplerConfig, context_noise_used
+from dreamcade.model.config import METHODS, SamplerConfig, context_noise_used
 from dreamcade.model.denoiser import EAGER, Speed
 
 Denoise = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -33,8 +33,8 @@ def sample(denoise: Denoise, noise: torch.Tensor, sigmas: torch.Tensor, method: 
     """Integrate from x = noise * sigmas[0] down to sigma 0; `noise` is N(0, I) of the output's
     shape. Returns float32 x in data space. Gradients flow through it when enabled (a
     distillation student is trained through its own steps); next_frame turns them off."""
-    if method not in ("euler", "heun"):
-        raise ValueError(f"method must be 'euler' or 'heun', got {method!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     n = len(sigmas) - 1
     x = noise.float() * sigmas[0]
     gamma = min(churn / n, math.sqrt(2) - 1) if churn > 0 else 0.0

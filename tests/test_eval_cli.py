@@ -65,7 +65,7 @@ def test_drift_writes_the_whole_report(breakout, tmp_path):
     store, run = breakout
     out = tmp_path / "report"
     proc = eval_cli("drift", "--checkpoint", str(run), "--data", str(store), "--out", str(out), *SMALL,
-                    "--hold-levels", "5")
+                    "--hold-levels", "5", "--method", "heun")
     assert "one step (64 held-out windows)" in proc.stdout and "report:" in proc.stdout
     said = f"the last 20% (80 frames, 320-399) of episode 0 of {open_store(store).path}, held out by time"
     assert f"held out: {said}" in proc.stdout, "a single episode: its last frames are held out, and said"
@@ -89,6 +89,7 @@ def test_drift_writes_the_whole_report(breakout, tmp_path):
     # scored on transitions of the held-out segment, a 30-step classifier may not read them (unmeasured)
     assert (a.get("unmeasured") or 0 <= a["accuracy"] <= 1) and 0 < a["chance"] <= 1 and a["ceiling"] is not None
     assert m["sampler"]["steps"] == 2 and m["sampler"]["hold_levels"] == 5 and "sessions" not in m
+    assert m["sampler"]["method"] == "heun", "--method over the run's euler"
     for png in ("health.png", "quality.png", "one_step.png", "steps.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     steps = iio.imread(out / "steps.png")  # steps 1, 10, 20: recorded over generated, 32x32 frames x 2
@@ -97,7 +98,7 @@ def test_drift_writes_the_whole_report(breakout, tmp_path):
     assert video.shape[0] == 20, "one video frame per generated step"
     assert video.shape[2] >= 2 * 32 * 8, "recorded | generated, upscaled"
     html = (out / "index.html").read_text()
-    for part in ("quality.png", "health.png", "one_step.png", "steps.png", "Steps 1, 10, 20 of", "videos/episode_00.mp4", "Open-loop rollouts",
+    for part in ("2 (heun)", "quality.png", "health.png", "one_step.png", "steps.png", "Steps 1, 10, 20 of", "videos/episode_00.mp4", "Open-loop rollouts",
                  "Action following", "One step, teacher-forced", said):
         assert part in html, part
     assert not list(tmp_path.glob(".report.tmp-*")), "no temporary folder left"

@@ -213,7 +213,8 @@ def test_live_input_holds_taps_and_ignores_what_the_spec_does_not_read():
 
 def test_hotkeys_steps_noise_pause_single_step_save_view_hud_and_screenshot(block_run, tmp_path):
     run, _ = block_run
-    p = player("--checkpoint", run, "--save-dir", str(tmp_path), "--scale", "4")
+    p = player("--checkpoint", run, "--save-dir", str(tmp_path), "--scale", "4", "--method", "heun")
+    assert p.env.sampler.method == "heun" and "steps 2 heun" in p.hud_lines()[0][0], "--method over the run's euler"
     seen = {}
 
     def note(name):

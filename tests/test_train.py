@@ -388,6 +388,7 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     assert record["teacher_method"] == "heun"
     card = (run / "world" / "README.md").read_text()
     assert "distilled from" in card and f"dreamcade distill --checkpoint {teacher} --steps 1" in card
+    assert "(3 sampler steps, heun, trained 7 steps)" in card and "1 sampler steps (euler)" in card
     proc = distill("--iterations", "2", check=False)
     assert proc.returncode == 2 and "a run of this name exists" in proc.stderr
     for into in (["--name", "teacher"], ["--name", "x", "--out-dir", str(teacher)]):  # never into the teacher
