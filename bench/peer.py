@@ -340,7 +340,7 @@ def load_both(dm: Diamond, ours: Ours, diamond_dir: Path, threads: int) -> Both:
     from dreamcade.model.runtime import Runtime
 
     torch.set_num_threads(threads)
-    model, cfg, meta, dev, speed = load_for_inference(ours.run, Runtime("cpu", threads=threads))
+    model, cfg, meta, dev, speed, _ = load_for_inference(ours.run, Runtime("cpu", threads=threads))
     check_spec(model.spec, str(cfg.data.stores[0]))
     return Both(model, cfg, meta, dev, speed, DiamondPredictor(dm, diamond_dir, model.spec))
 

@@ -55,3 +55,21 @@ def _hwc(frames) -> torch.Tensor:
 def model_to_hwc(x: torch.Tensor) -> torch.Tensor:
     """float [..., 3, H, W] in [-1, 1] -> uint8 [..., H, W, 3] on the CPU."""
     return to_uint8(x).movedim(-3, -1).cpu()
+
+
+def downscale(frames: torch.Tensor, scale: int) -> torch.Tensor:
+    """uint8 frames [..., 3, H, W] -> uint8 [..., 3, H/scale, W/scale] by the very area resize
+    `dreamcade data build --size` makes (OpenCV's INTER_AREA, frame by frame: its rounding is
+    its own), so the small frames of a store at full size are those of a store built small
+    from it. scale 1 returns `frames`."""
+    if scale == 1:
+        return frames
+    import cv2
+
+    lead, (c, h, w) = frames.shape[:-3], frames.shape[-3:]
+    flat = frames.reshape(-1, c, h, w).permute(0, 2, 3, 1).cpu().numpy()
+    size = (w // scale, h // scale)
+    small = np.stack([cv2.resize(f, size, interpolation=cv2.INTER_AREA) for f in flat]) if len(flat) else \
+        np.zeros((0, size[1], size[0], c), np.uint8)
+    out = torch.from_numpy(small.reshape(len(flat), size[1], size[0], c)).permute(0, 3, 1, 2)
+    return out.reshape(*lead, c, size[1], size[0]).to(frames.device)

@@ -31,6 +31,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from dreamcade.dataset.batch import Batch, collate
 from dreamcade.dataset.controls import ControlSpec, SpecError
 from dreamcade.dataset.errors import plural
+from dreamcade.dataset.pixels import downscale
 from dreamcade.dataset.store import Episode, Store, StoreError, open_store
 
 SPLITS = ("train", "val", "all")
@@ -196,8 +197,11 @@ class WindowDataset(Dataset):
     def __init__(self, stores: list[str | Path | Store], context: int, split: str = "train",
                  val_fraction: float = 0.1, mode: str = "auto", expect_spec: ControlSpec | None = None,
                  as_float: bool = False, ram_limit_bytes: int | None = None,
-                 cache_chunks: int = 32, skip_damaged: bool = False, gap: int | None = None) -> None:
-        """skip_damaged: leave out episodes that touch a missing or undecodable chunk (every chunk
+                 cache_chunks: int = 32, skip_damaged: bool = False, gap: int | None = None,
+                 scale: int = 1) -> None:
+        """scale: frames come out `scale` times smaller than stored (dataset.pixels.downscale: the
+        area resize of `data build --size`), for the dynamics model of a two-stage world, whose
+        upsampler trains on the stored size (model/upsampler.py). skip_damaged: leave out episodes that touch a missing or undecodable chunk (every chunk
         is decoded once to find them; `skipped` then says what was left out). Otherwise damage
         raises StoreError when it is read. gap: frames left unused before the validation part of
         an episode split by time (default: `context`); pass the model's context to read its split
@@ -214,11 +218,19 @@ class WindowDataset(Dataset):
             raise StoreError("no stores given")
         self.stores, self.context, self.split, self.as_float = opened, context, split, as_float
         self.spec = self._common_spec(opened, expect_spec)
-        self.frame_shape = opened[0].frame_shape
+        self.stored_shape = opened[0].frame_shape
         for s in opened[1:]:
-            if s.frame_shape != self.frame_shape:
+            if s.frame_shape != self.stored_shape:
                 raise StoreError(f"{s.path}: frames are {s.width}x{s.height} but {opened[0].path} has "
                                  f"{opened[0].width}x{opened[0].height}; build both at one --size")
+        h, w, c = self.stored_shape
+        if scale < 1 or h % scale or w % scale:
+            raise StoreError(f"{opened[0].path}: frames are {w}x{h}, not whole multiples of the upsampler's scale "
+                             f"{scale}; build the store at a size that is (`dreamcade data build ... --size "
+                             f"{max(1, w // scale) * scale}x{max(1, h // scale) * scale}`)")
+        self.scale = scale
+        self.frame_shape = (h // scale, w // scale, c)
+        """(height, width, 3) of the frames it gives: the stored size over `scale`."""
         self.fps = opened[0].fps
         self.skipped: list[str] = []
         self._index_episodes(val_fraction, skip_damaged)
@@ -302,7 +314,8 @@ class WindowDataset(Dataset):
             s = self.stores[k]
             for b in range(0, n, 4096):
                 m = min(4096, n - b)
-                out[g + b:g + b + m] = s.read_frames(a + b, a + b + m).transpose(0, 3, 1, 2)
+                block = torch.from_numpy(s.read_frames(a + b, a + b + m).transpose(0, 3, 1, 2))
+                out[g + b:g + b + m] = downscale(block, self.scale).numpy()
         return out
 
     def __len__(self) -> int:
@@ -342,14 +355,15 @@ class WindowDataset(Dataset):
         flat = idx.reshape(-1)
         uniq, inverse = np.unique(flat, return_inverse=True)
         store, local = self.locate(uniq)
-        h, w, _ = self.frame_shape
+        h, w, _ = self.stored_shape
         out = np.empty((len(uniq), 3, h, w), np.uint8)
         cf = np.array([s.frames.chunks[0] for s in self.stores])[store]
         chunk = local // cf
         for key in np.unique(np.stack([store, chunk], 1), axis=0):
             sel = (store == key[0]) & (chunk == key[1])
             out[sel] = self._stream.chunk(int(key[0]), int(key[1]))[local[sel] - key[1] * cf[sel]]
-        return out[inverse].reshape(*idx.shape, 3, h, w)
+        out = downscale(torch.from_numpy(out), self.scale).numpy()
+        return out[inverse].reshape(*idx.shape, *out.shape[1:])
 
     def episode_steps(self, episode: int, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The first `n` (default all) frames of episode `episode` of this split, uint8

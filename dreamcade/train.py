@@ -4,6 +4,10 @@ train.py ...` from a clone (docs/train.md). Everything goes
 to runs/<name>/: stats.jsonl, config.yaml, samples/, checkpoints/ (full state, resumable with
 --resume), model/ (the EMA weights that play and eval load) and, at the end,
 world/ (the same model as a world folder to share: `dreamcade export`).
+
+With upsampler.scale > 1 (a two-stage world, model/upsampler.py) the data is at the size the
+world shows; the dynamics model trains on it shrunk that many times, then the upsampler trains
+into runs/<name>/upsampler/ (a run folder of its own), and world/ holds both.
 """
 
 from __future__ import annotations
@@ -41,12 +45,17 @@ def main(argv=None, prog: str = "python train.py") -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     import yaml
 
     from dreamcade.dataset.store import absolute
+    from dreamcade.files.checkpoint import latest_checkpoint
+    has_checkpoint = lambda folder: latest_checkpoint(folder) is not None
     from dreamcade.files.config_file import load_config, to_dict
-    from dreamcade.training.loop import train
-    from dreamcade.training.parts import build_data, check_resume, prepare_run, run_output
+    from dreamcade.training.loop import denoising, train
+    from dreamcade.training.parts import build_data, check_resume, prepare_run, run_output, write_world
+    from dreamcade.training.upsampling import stage_config, upsampling
 
     overrides = list(args.overrides) + ([f"data.stores={json.dumps(args.data)}"] if args.data else [])
     cfg = load_config(args.config, overrides)
@@ -59,7 +68,20 @@ def run(args: argparse.Namespace) -> int:
         train_ds, val_ds = build_data(cfg)
         if resume_from is not None:
             check_resume(resume_from, train_ds)
-        return train(cfg, train_ds, val_ds, resume_from, progress=not args.quiet)
+        if cfg.upsampler.scale == 1:
+            return train(cfg, train_ds, val_ds, resume_from, progress=not args.quiet)
+        # two stages; a resumed run whose dynamics model is done goes on to the upsampler
+        first = lambda c, ds, dev: replace(denoising(c, ds, dev), world=False)
+        rc = train(cfg, train_ds, val_ds, resume_from, progress=not args.quiet, task=first)
+        if rc != 0:
+            return rc
+        up = stage_config(cfg)
+        up_train, up_val = build_data(up, scale=1)
+        rc = train(up, up_train, up_val, prepare_run(up, args.resume and has_checkpoint(up.run_dir)),
+                   progress=not args.quiet, task=upsampling(up_val))
+        if rc == 0:
+            write_world(cfg.run_dir)
+        return rc
 
 
 if __name__ == "__main__":

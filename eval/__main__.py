@@ -147,13 +147,13 @@ def resolve_device(args: argparse.Namespace) -> torch.device:
     return resolve_device(args.device)
 
 
-def load(path: str, args: argparse.Namespace) -> tuple[Denoiser, Config, dict, Speed]:
-    """(model on the device of the runtime options, config, metadata, the speed to run it at) of
-    a run folder, world folder or model file; CheckpointError names it."""
+def load(path: str, args: argparse.Namespace):
+    """The model of a run folder, world folder or model file on the device of the runtime options
+    (dreamcade.files.inference.Loaded: with its second stage, when it has one); CheckpointError
+    names it."""
     from dreamcade.files.inference import load_for_inference
 
-    m = load_for_inference(path, Runtime.from_args(args))
-    return m.model, m.cfg, m.meta, m.speed
+    return load_for_inference(path, Runtime.from_args(args))
 
 
 def missing_training_stores(stores: list[str], args: argparse.Namespace) -> None:
@@ -181,6 +181,8 @@ class DriftInputs:
     cfg: Config | None = None
     meta: dict | None = None
     speed: Speed | None = None
+    upsampling: object | None = None
+    """The second stage of a two-stage world (model.upsampler.Upsampling), else None."""
     sampler: SamplerConfig | None = None
     cases: list = field(default_factory=list)
     """Rollout starts (only when the model runs: no --session)."""
@@ -198,7 +200,7 @@ def drift_inputs(args: argparse.Namespace, settings: DriftSettings, device: torc
                         "or --checkpoint to use its training stores")
     if args.videos < 0:
         raise EvalError("--videos must be 0 or more")
-    model, cfg, meta, speed = load(args.checkpoint, args) if args.checkpoint else (None, None, None, None)
+    model, cfg, meta, _, speed, upsampling = load(args.checkpoint, args) if args.checkpoint else (None,) * 6
     stores = args.data or (cfg.data.stores if cfg else [])
     if not stores:
         raise EvalError(f"{args.checkpoint}: the checkpoint names no training stores; pass --data STORE...")
@@ -210,7 +212,7 @@ def drift_inputs(args: argparse.Namespace, settings: DriftSettings, device: torc
     data = open_eval_data(stores, context, cfg.data.val_fraction if cfg else 0.1,
                           model.spec if model is not None else None, heldout=run_model,
                           skip_damaged=args.skip_damaged)
-    inputs = DriftInputs(data, model, cfg, meta, speed)
+    inputs = DriftInputs(data, model, cfg, meta, speed, upsampling)
     if run_model:
         inputs.sampler = sampling.sampler_settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise,
                                            hold_levels=args.hold_levels, method=args.method)
@@ -245,7 +247,8 @@ def cmd_drift(args: argparse.Namespace) -> int:
         x = drift_inputs(args, settings, device)
         check_apart(output.target, x.data.stores)  # the checkpoint's training stores, known once it is loaded
         ref = build_reference(x.data, settings, device)
-        ev = evaluate_model(x.model, x.sampler, ref, x.data, x.cases, settings, device, x.speed) if x.cases else None
+        ev = (evaluate_model(x.model, x.sampler, ref, x.data, x.cases, settings, device, x.speed, x.upsampling)
+              if x.cases else None)
         sess = sessions(x.seqs, ref, settings) if x.seqs else []
         ck = {"path": args.checkpoint, "step": int(x.meta.get("step", -1))} if x.meta else None
         prov = provenance(command_line(args.argv), ck, x.data.stores, list(args.session), str(device), settings)
@@ -303,12 +306,13 @@ def sweep_models(args: argparse.Namespace, settings: DriftSettings, device: torc
         raise EvalError(f"{args.checkpoint[0]}: the checkpoint names no training stores; pass --data STORE...")
     missing_training_stores(stores, args)
     models = []
-    for path, model, cfg, meta, speed in loaded:
+    for path, model, cfg, meta, _, speed, upsampling in loaded:
         check_data(stores, model, cfg, path)
         data = open_eval_data(stores, cfg.data.context, loaded[0][2].data.val_fraction, model.spec,
                               skip_damaged=args.skip_damaged)
         models.append(SweepModel(path, int(meta.get("step", -1)), model, cfg, data,
-                                 rollout_cases(data, cfg.data.context, settings.horizon, settings.episodes), speed))
+                                 rollout_cases(data, cfg.data.context, settings.horizon, settings.episodes), speed,
+                                 upsampling))
     return models
 
 

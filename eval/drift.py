@@ -22,11 +22,13 @@ from dreamcade.eval.health import HealthBand, HealthReference, drift_score, fram
 from dreamcade.eval.idm import ActionLabels, IdmResult, correct, split_by_time, train_idm
 from dreamcade.eval.metrics import mse, psnr, psnr_from_mse, ssim
 from dreamcade.eval.results import Reference, Rollouts, SessionResult
-from dreamcade.eval.rollout import MeanFrame, RepeatLast, one_step, open_loop
+from dreamcade.dataset.pixels import model_to_hwc
+from dreamcade.eval.rollout import MeanFrame, RepeatLast, one_step
 from dreamcade.eval.settings import DriftSettings
 from dreamcade.eval.summary import num, pad, stats
 from dreamcade.model.config import SamplerConfig
 from dreamcade.model.denoiser import EAGER, Denoiser, Speed
+from dreamcade.model.upsampler import Bicubic
 from dreamcade.model.world_env import Predictor, WorldModelEnv
 
 
@@ -94,9 +96,12 @@ class OneStep:
 
 
 def teacher_forced(predictors: dict[str, Denoiser | Predictor], data: EvalData, sampler: SamplerConfig,
-                   settings: DriftSettings, device: torch.device | str, speed: Speed = EAGER) -> OneStep:
+                   settings: DriftSettings, device: torch.device | str, speed: Speed = EAGER,
+                   upsampling: dict | None = None) -> OneStep:
     """Predict the last frame of `settings.windows` held-out windows from their real past, with
-    each predictor (the first is the model: its predictions become the samples)."""
+    each predictor (the first is the model: its predictions become the samples); `upsampling`:
+    the second stage of the predictors that have one, by name (eval.rollout.one_step)."""
+    upsampling = upsampling or {}
     gens = {k: torch.Generator(device).manual_seed(settings.seed) for k in predictors}
     scores = {k: {"psnr": [], "ssim": [], "mse": []} for k in predictors}
     samples = []
@@ -106,7 +111,7 @@ def teacher_forced(predictors: dict[str, Denoiser | Predictor], data: EvalData, 
         real = batch.frames[:, -1]  # uint8 [B, 3, H, W]
         on_dev = batch.to(device)
         for name, p in predictors.items():
-            out = _chw(one_step(p, on_dev, sampler, gens[name], speed).numpy())
+            out = _chw(one_step(p, on_dev, sampler, gens[name], speed, upsampling.get(name)).numpy())
             scores[name]["mse"].append(mse(out, real).numpy())
             scores[name]["psnr"].append(psnr(out, real).numpy())
             scores[name]["ssim"].append(ssim(out, real).numpy())
@@ -121,17 +126,25 @@ def teacher_forced(predictors: dict[str, Denoiser | Predictor], data: EvalData, 
 
 def generate(predictor: Denoiser | Predictor, cases: list[RolloutCase], sampler: SamplerConfig,
              settings: DriftSettings, device: torch.device | str, desc: str | None = "rollout",
-             speed: Speed = EAGER) -> list[np.ndarray]:
+             speed: Speed = EAGER, upsampling=None) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
     """Roll every case out through WorldModelEnv, `settings.batch` episodes at a time: one
-    uint8 [T, H, W, 3] array per case, T = the length of its actions."""
-    out = []
+    uint8 [T, H, W, 3] array per case, T = the length of its actions. With `upsampling` (a
+    two-stage world), also the same low frames widened bicubically (model.upsampler.Bicubic),
+    the baseline its upsampler has to beat; else None."""
+    out, wide = [], []
     for g, a in enumerate(range(0, len(cases), settings.batch)):
         group = cases[a:a + settings.batch]
-        env = WorldModelEnv(predictor, sampler, device, seed=settings.seed + g, speed=speed)
-        out.extend(open_loop(env, np.stack([c.context for c in group]), np.stack([c.context_actions for c in group]),
-                             np.stack([c.actions for c in group]), progress=settings.progress and desc is not None,
-                             desc=desc or ""))
-    return out
+        env = WorldModelEnv(predictor, sampler, device, seed=settings.seed + g, speed=speed, upsampling=upsampling)
+        env.reset(np.stack([c.context for c in group]), np.stack([c.context_actions for c in group]))
+        actions = np.stack([c.actions for c in group])
+        made, widened = [], []
+        for t in tqdm(range(actions.shape[1]), desc=desc or "", disable=not (settings.progress and desc), leave=False):
+            made.append(env.step(actions[:, t]).numpy())
+            if upsampling is not None:
+                widened.append(model_to_hwc(Bicubic(upsampling.scale)(env.low)).numpy())
+        out.extend(np.stack(made, 1))
+        wide.extend(np.stack(widened, 1) if widened else [])
+    return out, (wide if upsampling is not None else None)
 
 
 def quality(generated: list[np.ndarray], cases: list[RolloutCase]) -> tuple[np.ndarray, np.ndarray]:
@@ -155,12 +168,13 @@ def action_curve(idm: IdmResult, first: np.ndarray, frames: np.ndarray, actions:
 
 
 def rollouts(model: Denoiser | Predictor, cases: list[RolloutCase], sampler: SamplerConfig, ref: Reference,
-             settings: DriftSettings, device: torch.device | str, speed: Speed = EAGER) -> Rollouts:
-    """Roll out the model (and the frozen-frame baseline) and measure everything."""
+             settings: DriftSettings, device: torch.device | str, speed: Speed = EAGER, upsampling=None) -> Rollouts:
+    """Roll out the model (and the frozen-frame baseline; with `upsampling`, the bicubic one too)
+    and measure everything."""
     t0 = time.perf_counter()
-    gen = generate(model, cases, sampler, settings, device, speed=speed)
+    gen, wide = generate(model, cases, sampler, settings, device, speed=speed, upsampling=upsampling)
     fps = sum(map(len, gen)) / max(time.perf_counter() - t0, 1e-9)
-    static = generate(RepeatLast(model.spec, model.context), cases, sampler, settings, device, None)
+    static, _ = generate(RepeatLast(model.spec, model.context), cases, sampler, settings, device, None)
     T = len(gen[0])
     health = [frame_health(g, ref.health) for g in gen]
     real_health = [frame_health(c.real, ref.health) for c in cases]
@@ -172,7 +186,8 @@ def rollouts(model: Denoiser | Predictor, cases: list[RolloutCase], sampler: Sam
             real_action[i] = pad(action_curve(ref.idm, c.context[-1], c.real, c.actions), T)
     return Rollouts(cases, gen, *quality(gen, cases), *quality(static, cases), health, real_health,
                     [drift_score(h, settings.chunk, ref.health) for h in health],
-                    [drift_score(h, settings.chunk, ref.health) for h in real_health], action, real_action, fps)
+                    [drift_score(h, settings.chunk, ref.health) for h in real_health], action, real_action, fps,
+                    *(quality(wide, cases) if wide is not None else (None, None)))
 
 
 # -- sessions: the reference-free section only --------------------------------------------------------------
@@ -204,10 +219,16 @@ class ModelEval:
 
 def evaluate_model(model: Denoiser | Predictor, sampler: SamplerConfig, ref: Reference, data: EvalData,
                    cases: list[RolloutCase], settings: DriftSettings, device: torch.device | str,
-                   speed: Speed = EAGER) -> ModelEval:
-    """Teacher-forced figures on `data`'s held-out windows (model, repeat-last, mean frame) and
-    the rollouts of `cases`, for one model (`data` built with the model's context)."""
+                   speed: Speed = EAGER, upsampling=None) -> ModelEval:
+    """Teacher-forced figures on `data`'s held-out windows (model, repeat-last, mean frame; with
+    `upsampling`, the second stage of a two-stage world, the model's own low frame widened
+    bicubically too) and the rollouts of `cases`, for one model (`data` built with the model's
+    context, at the size the world shows)."""
     predictors = {"model": model, "repeat_last": RepeatLast(model.spec, model.context),
                   "mean_frame": MeanFrame(model.spec, model.context, ref.mean_frame)}
-    return ModelEval(teacher_forced(predictors, data, sampler, settings, device, speed),
-                     rollouts(model, cases, sampler, ref, settings, device, speed))
+    stages = {}
+    if upsampling is not None:
+        predictors["bicubic"] = model
+        stages = {"model": upsampling, "bicubic": Bicubic(upsampling.scale)}
+    return ModelEval(teacher_forced(predictors, data, sampler, settings, device, speed, stages),
+                     rollouts(model, cases, sampler, ref, settings, device, speed, upsampling))

@@ -212,7 +212,8 @@ def _measured_on(ref: dict) -> str:
 
 
 def _one_step(m: dict) -> str:
-    names = {"model": "model", "repeat_last": "repeat the last frame", "mean_frame": "mean training frame"}
+    names = {"model": "model", "repeat_last": "repeat the last frame", "mean_frame": "mean training frame",
+             "bicubic": "the model's low frame widened bicubically"}
     rows = [[names[k], _ms(v["psnr"]), v["psnr_pooled"], _ms(v["ssim"], 3)] for k, v in m["one_step"].items()
             if k in names]
     return H.section("One step, teacher-forced", H.para(
@@ -236,7 +237,10 @@ def _rollouts(m: dict) -> str:
     overall = H.table(["", "PSNR dB (mean ± std)", "PSNR dB pooled", "SSIM (mean ± std)"],
                       [["model", _ms(r["psnr"]["overall"]), r["psnr"]["pooled"], _ms(r["ssim"]["overall"], 3)],
                        ["frozen last frame", _ms(fz["psnr"]["overall"]), fz["psnr"]["pooled"],
-                        _ms(fz["ssim"]["overall"], 3)]])
+                        _ms(fz["ssim"]["overall"], 3)]]
+                      + ([["the model's low frames widened bicubically", _ms(r["bicubic"]["psnr"]["overall"]),
+                           r["bicubic"]["psnr"]["pooled"], _ms(r["bicubic"]["ssim"]["overall"], 3)]]
+                         if r.get("bicubic") else []))
     rows = _crossing_rows(r["psnr"]["crossings"], n, " dB") + _crossing_rows(r["ssim"]["crossings"], n, " SSIM")
     below = r["psnr_below_frozen_frame_from_step"]
     ref = m["reference"]

@@ -72,6 +72,9 @@ class Rollouts:
     real_action: np.ndarray
     frames_per_second: float
     """Generated frames per second of wall time, all episodes of a batch together."""
+    bicubic_psnr: np.ndarray | None = None
+    """A two-stage world's own low frames widened bicubically (the baseline of its upsampler); None for one stage."""
+    bicubic_ssim: np.ndarray | None = None
 
 
 @dataclass

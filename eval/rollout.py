@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from dreamcade.dataset.batch import Batch
 from dreamcade.dataset.controls import ControlSpec
-from dreamcade.dataset.pixels import hwc_to_model, model_to_hwc
+from dreamcade.dataset.pixels import downscale, hwc_to_model, model_to_hwc, to_model
 from dreamcade.model.config import SamplerConfig
 from dreamcade.model.denoiser import EAGER, Denoiser, Speed
 from dreamcade.model.world_env import Predictor, predict_next
@@ -54,14 +54,18 @@ class MeanFrame(RepeatLast):
 
 
 def one_step(predictor: Denoiser | Predictor, batch: Batch, sampler: SamplerConfig,
-             generator: torch.Generator | None = None, speed: Speed = EAGER) -> torch.Tensor:
+             generator: torch.Generator | None = None, speed: Speed = EAGER, upsampling=None) -> torch.Tensor:
     """Teacher-forced prediction of each window's last frame from its real past: uint8
-    [B, H, W, 3] on the CPU. `batch` holds windows of L+1 steps on the predictor's device."""
+    [B, H, W, 3] on the CPU. `batch` holds windows of L+1 steps on the predictor's device.
+    With `upsampling` (a two-stage world's second stage, model/upsampler.py), the past is shrunk
+    for the predictor and its frame upsampled."""
     L = predictor.context
-    frames = batch.frames_float()
+    scale = 1 if upsampling is None else upsampling.scale
+    frames = to_model(downscale(batch.frames[:, :L], scale)) if scale > 1 else batch.frames_float()[:, :L]
     with torch.no_grad():
-        out = predict_next(predictor, frames[:, :L], batch.actions[:, :L], batch.mask[:, :L], sampler, generator,
-                           speed)
+        out = predict_next(predictor, frames, batch.actions[:, :L], batch.mask[:, :L], sampler, generator, speed)
+        if upsampling is not None:
+            out = upsampling(out, generator)
     return model_to_hwc(out)
 
 

@@ -154,6 +154,10 @@ def rollout_summary(r: Rollouts, settings: DriftSettings, ref: Reference) -> dic
                                   "overall": stats(r.static_psnr), "pooled": pooled_psnr(r.static_psnr)},
                          "ssim": {"per_step_mean": per_step(r.static_ssim)["mean"], "overall": stats(r.static_ssim)}},
         "psnr_below_frozen_frame_from_step": first_below(beats, 0.0),
+        "bicubic": None if r.bicubic_psnr is None else {
+            "psnr": {"per_step_pooled": [num(x) for x in pooled_per_step(r.bicubic_psnr)],
+                     "overall": stats(r.bicubic_psnr), "pooled": pooled_psnr(r.bicubic_psnr)},
+            "ssim": {"overall": stats(r.bicubic_ssim)}},
         "healthy_horizon": healthy_horizon(r.health, ref.band),
         "real_healthy_horizon": healthy_horizon([h for h in r.real_health if len(h)], ref.band),
         "health": health_summary(r.health, r.drift, ref.health, size),

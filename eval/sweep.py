@@ -30,6 +30,8 @@ class SweepModel:
     data: EvalData
     cases: list[RolloutCase]
     speed: Speed = EAGER
+    upsampling: object | None = None
+    """Its second stage, for a two-stage world (model.upsampler.Upsampling)."""
 
 
 def row(m: SweepModel, noise: float, used: float, steps: int, method: str, summary: dict, one_step: dict) -> dict:
@@ -74,7 +76,7 @@ def run_sweep(models: list[SweepModel], noises: list[float], steps: list[int], r
                     sampler = sampling.sampler_settings(m.cfg.sampler, steps=n, context_noise=noise, method=method)
                     used = sampling.context_noise_used(noise, m.cfg.diffusion.context_noise_max)
                     progress_print(f"{m.name}: context noise {used:g}, {n} sampler steps, {method}")
-                    ev = evaluate_model(m.model, sampler, ref, m.data, m.cases, settings, device, m.speed)
+                    ev = evaluate_model(m.model, sampler, ref, m.data, m.cases, settings, device, m.speed, m.upsampling)
                     summary = rollout_summary(ev.rollouts, settings, ref)
                     rows.append(row(m, noise, used, n, method, summary, ev.one_step.summary()))
                     health = summary["health"]

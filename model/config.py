@@ -197,6 +197,61 @@ def sampler_settings(base: SamplerConfig, steps: int | None = None, context_nois
 
 
 @dataclass
+class UpsamplerConfig:
+    """The second stage of a two-stage world (model/upsampler.py): a diffusion upsampler that
+    makes the full-size frame from the dynamics model's small one. The run's data is at the full
+    size; the dynamics model trains on it shrunk `scale` times (area resize, as `data build
+    --size` does), then the upsampler trains on random crops of the full-size frames."""
+
+    scale: int = 1
+    """How many times larger the frame the world shows is than the one the dynamics model makes
+    (a whole number: 1 = one stage, no upsampler). The data's width and height must be whole
+    multiples of it."""
+    channels: list[int] = field(default_factory=lambda: [16, 32, 64])
+    """UNet width at each level (no attention: fully convolutional), multiples of `groups`."""
+    blocks: int = 1
+    """Residual blocks per level on the way down, at least 1."""
+    cond_dim: int = 128
+    """Width of the conditioning vector (noise level + the low frame's noise level), at least 1."""
+    groups: int = 8
+    """Group-norm groups, at least 1."""
+    sigma_data: float = 0.25
+    """Std of the diffused difference from the low frame widened bicubically, positive."""
+    p_mean: float = -0.4
+    """Mean of ln(sigma) during training."""
+    p_std: float = 1.2
+    """Std of ln(sigma) during training, positive."""
+    cond_noise_max: float = 0.1
+    """Conditioning augmentation, 0 or more, in [-1, 1] pixel units: the low frame gets Gaussian
+    noise of a level drawn in [0, cond_noise_max] per sample, told to the network, so a generated
+    low frame is not a stranger to it. 0 turns it off."""
+    crop: int = 32
+    """Side of the square crops of the full-size frames it trains on, a multiple of `scale`."""
+    steps: int = 5000
+    """Optimizer steps of its training (after the dynamics model's train.steps), at least 1."""
+    batch_size: int = 32
+    """Crops per optimizer step, at least 1."""
+    sampler_steps: int = 1
+    """Sampler steps per frame when it draws a frame, 1 to 10."""
+    method: Literal["euler", "heun"] = "euler"
+    """Sampler method of its steps."""
+
+    def check(self) -> None:
+        require(isinstance(self.scale, int) and self.scale >= 1, "upsampler.scale must be a whole number, 1 (off) or more")
+        if self.scale == 1:
+            return
+        NetworkConfig(channels=self.channels, blocks=self.blocks, attention_levels=[], cond_dim=self.cond_dim,
+                      action_dim=1, groups=self.groups).check()
+        require(self.sigma_data > 0 and self.p_std > 0, "upsampler.sigma_data and upsampler.p_std must be positive")
+        require(self.cond_noise_max >= 0, "upsampler.cond_noise_max must be 0 or more")
+        require(self.crop >= self.scale and self.crop % self.scale == 0,
+                f"upsampler.crop must be a multiple of upsampler.scale ({self.scale})")
+        require(self.steps >= 1 and self.batch_size >= 1, "upsampler.steps and upsampler.batch_size must be at least 1")
+        check_steps(self.sampler_steps, "upsampler.sampler_steps")
+        check_method(self.method, "upsampler.method")
+
+
+@dataclass
 class OptimConfig:
     lr: float = 1e-4
     """AdamW learning rate after warm-up, positive."""
@@ -296,6 +351,7 @@ class Config:
     model: NetworkConfig = field(default_factory=NetworkConfig)
     diffusion: DiffusionConfig = field(default_factory=DiffusionConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    upsampler: UpsamplerConfig = field(default_factory=UpsamplerConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     log: LogConfig = field(default_factory=LogConfig)
@@ -307,5 +363,5 @@ class Config:
     def check(self) -> None:
         """Every section's rules, then the ones across sections."""
         require(bool(self.name) and "/" not in self.name, "name must be a plain folder name")
-        for section in (self.data, self.model, self.diffusion, self.sampler, self.optim, self.train, self.log):
+        for section in (self.data, self.model, self.diffusion, self.sampler, self.upsampler, self.optim, self.train, self.log):
             section.check()

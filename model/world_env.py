@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from dreamcade.dataset.controls import ControlSpec
-from dreamcade.dataset.pixels import hwc_to_model, model_to_hwc
+from dreamcade.dataset.pixels import downscale, hwc_to_model, model_to_hwc, to_model
 from dreamcade.model.config import SamplerConfig
 from dreamcade.model.denoiser import EAGER, Denoiser, Speed
 from dreamcade.model.sampler import next_frame
@@ -47,19 +47,27 @@ class WorldModelEnv:
     `actions[:, i]` is the input held after `frames[:, i]`; the one after the newest frame is
     the argument of the next step(). The sampler settings (steps, context noise, method) can be
     changed between steps. `speed`: how a Denoiser's network runs (model.device.configure's).
+
+    `upsampling`, the second stage of a two-stage world (model/upsampler.py: an Upsampling, or
+    Bicubic for its baseline): the frames in and out are then the size the world shows, and the
+    model runs on them shrunk `upsampling.scale` times (dataset.pixels.downscale); the frames it
+    makes are upsampled before they are returned, and `low` holds the last one as it made it.
     """
 
     def __init__(self, model: Denoiser | Predictor, sampler: SamplerConfig, device: torch.device | str = "cpu",
-                 seed: int | None = None, speed: Speed = EAGER) -> None:
+                 seed: int | None = None, speed: Speed = EAGER, upsampling=None) -> None:
         self.model = model.eval() if isinstance(model, torch.nn.Module) else model
         self.speed = speed
+        self.upsampling = upsampling
+        self.scale = 1 if upsampling is None else upsampling.scale
+        self.low: torch.Tensor | None = None
         self.sampler = SamplerConfig(**vars(sampler))
         self.device = torch.device(device)
         self.L, self.A = model.context, len(model.spec)
         self.generator = torch.Generator(self.device)
         if seed is not None:
             self.generator.manual_seed(seed)
-        self.frames = self.actions = self.mask = None
+        self.frames = self.actions = self.mask = self.shown = None
         self.t = 0
 
     @property
@@ -80,17 +88,20 @@ class WorldModelEnv:
             raise ValueError(f"the model needs {self.L} context frames, got {L}")
         if actions.shape[1] not in (L - 1, L) or actions.shape[2] != self.A:
             raise ValueError(f"actions must be [B, {L - 1}, {self.A}], got {list(actions.shape)}")
-        self.frames = hwc_to_model(frames, self.device)
+        full = hwc_to_model(frames[:, -1], self.device)
+        self.frames = to_model(downscale(frames.movedim(-1, -3), self.scale)).to(self.device)
+        self.shown = frames.cpu().clone() if self.upsampling is not None else None
         self.actions = torch.zeros(b, L, self.A, device=self.device)
         self.actions[:, : L - 1] = actions[:, : L - 1].to(self.device).float()
         self.mask = (torch.ones(b, L, dtype=torch.bool) if mask is None else torch.as_tensor(mask)).to(self.device)
         self.t = 0
-        return model_to_hwc(self.frames[:, -1])
+        self.low = None
+        return model_to_hwc(full)
 
     @torch.inference_mode()
     def step(self, action) -> torch.Tensor:
         """Apply `action` [B, A] (or [A]) to the newest frame; returns the generated next frame,
-        uint8 [B, H, W, 3] on the CPU."""
+        uint8 [B, H, W, 3] on the CPU (upsampled, in a two-stage world)."""
         if self.frames is None:
             raise RuntimeError("call reset() before step()")
         a = torch.as_tensor(np.asarray(action, np.float32) if not torch.is_tensor(action) else action)
@@ -101,8 +112,16 @@ class WorldModelEnv:
         self.actions = torch.cat([self.actions[:, 1:], torch.zeros_like(self.actions[:, :1])], dim=1)
         self.mask = torch.cat([self.mask[:, 1:], torch.ones_like(self.mask[:, :1])], dim=1)
         self.t += 1
-        return model_to_hwc(nxt)
+        if self.upsampling is None:
+            return model_to_hwc(nxt)
+        self.low = nxt
+        out = model_to_hwc(self.upsampling(nxt, self.generator))
+        self.shown = torch.cat([self.shown[:, 1:], out[:, None]], dim=1)
+        return out
 
     def frames_uint8(self) -> np.ndarray:
-        """The context now held, uint8 [B, L, H, W, 3]."""
+        """The context now held, uint8 [B, L, H, W, 3], as shown: in a two-stage world the real
+        context frames and the upsampled ones (the model holds them shrunk)."""
+        if self.shown is not None:
+            return self.shown.numpy()
         return model_to_hwc(self.frames).numpy()

@@ -139,7 +139,7 @@ def build_player(args: argparse.Namespace, outputs: Outputs) -> Player:
 
     runtime = Runtime.from_args(args)
     runtime.apply_threads()
-    model, cfg, meta, device, speed = load_for_inference(args.checkpoint, runtime)
+    model, cfg, meta, device, speed, upsampling = load_for_inference(args.checkpoint, runtime)
     outputs.check_apart(cfg.data.stores)
     sampler = sampler_settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise,
                                hold_levels=args.hold_levels, method=args.method)
@@ -152,7 +152,7 @@ def build_player(args: argparse.Namespace, outputs: Outputs) -> Player:
     start = args.data or (cfg.data.stores[0] if "world" in meta and cfg.data.stores else None)  # a world: all of its starts
     contexts = Contexts.load(start, spec, cfg.data.context, cfg.data.stores, cfg.data.val_fraction, seed)
     check_frames(contexts.first, model, cfg)
-    env = WorldModelEnv(model, sampler, device, seed, speed)
+    env = WorldModelEnv(model, sampler, device, seed, speed, upsampling)
     try:
         live = LiveInput(spec, keymap, on_change=lambda text: print(f"play: {text}", file=sys.stderr))
     except ValueError as e:  # a key name the window does not know

@@ -82,15 +82,16 @@ def check_complete(path: Path) -> None:
 
 # -- the model folder ---------------------------------------------------------------------------------
 
-def save_model(folder: str | Path, model: Denoiser, cfg: Config, step: int, extra: dict[str, str] | None = None) -> Path:
-    """Write FOLDER/model whole (a run's and a world's alike): config.json, the denoiser's
+def save_model(folder: str | Path, model: torch.nn.Module, cfg: Config, step: int, extra: dict[str, str] | None = None,
+               subfolder: str = MODEL_DIR) -> Path:
+    """Write FOLDER/model (or FOLDER/`subfolder`: a world's upsampler/) whole (a run's and a world's alike): config.json, the denoiser's
     registered arguments (diffusers' ConfigMixin) plus `_dreamcade` (format, step, the run's
     config, software version, `extra`: more strings, e.g. how a distilled model was made), and
     the weights of `model` (normally the EMA). Built beside it and swapped in: a killed process
     leaves the old folder or the new one, never a mixture."""
     folder = Path(folder)
-    target = folder / MODEL_DIR
-    tmp = folder / f".{MODEL_DIR}.tmp-{os.getpid()}"
+    target = folder / subfolder
+    tmp = folder / f".{subfolder}.tmp-{os.getpid()}"
     if folder.is_dir():
         remove_stale_copies(target)
     shutil.rmtree(tmp, ignore_errors=True)
@@ -194,7 +195,34 @@ def _load_folder(folder: Path) -> tuple[Denoiser, Config, dict]:
     return model, cfg, meta
 
 
-def _load_weights(model: Denoiser, weights: Path, against: str, prefix: str = "") -> None:
+def load_upsampler(folder: str | Path) -> tuple[torch.nn.Module, Config, dict]:
+    """The upsampler of a two-stage world (model/upsampler.py) from its model folder (a world's
+    upsampler/, a run's upsampler/model/): (model on the CPU in eval mode, its run's config,
+    metadata), everything checked as load_model checks a denoiser."""
+    from dreamcade.model.upsampler import Upsampler
+
+    folder = Path(folder)
+    again = "train its second stage again (`dreamcade train ... --resume`) or export the world again"
+    for name in (CONFIG_FILE, WEIGHTS_FILE):
+        if not (folder / name).is_file():
+            raise CheckpointError(f"{folder / name}: missing from the upsampler's folder; {again}")
+    weights, config = folder / WEIGHTS_FILE, folder / CONFIG_FILE
+    check_complete(weights)
+    try:
+        raw = json.loads(config.read_text())
+        ours = raw["_dreamcade"]
+        if raw.get("_class_name") != Upsampler.__name__ or ours.get("format") != MODEL_FORMAT:
+            raise ValueError(f"its _class_name is {raw.get('_class_name')!r}, not {Upsampler.__name__!r}")
+        cfg = from_dict(Config, ours["config"], where=f"{config} _dreamcade.config")
+        cfg.check()
+        model = Upsampler(**{k: raw[k] for k in Upsampler.init_keys()})
+    except (OSError, ConfigError, KeyError, ValueError, TypeError, AttributeError) as e:
+        raise CheckpointError(f"{config}: not a dreamcade upsampler ({type(e).__name__}: {e}); {again}") from None
+    _load_weights(model, weights, f"{config}'s arguments")
+    return model.eval(), cfg, {"step": str(ours.get("step", 0))}
+
+
+def _load_weights(model: torch.nn.Module, weights: Path, against: str, prefix: str = "") -> None:
     try:
         tensors = load_file(str(weights))
         model.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})

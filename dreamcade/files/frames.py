@@ -18,17 +18,20 @@ def training_store(cfg: Config) -> Store | None:
 
 
 def trained_frame_size(model: Denoiser, cfg: Config) -> tuple[int, int] | None:
-    """(height, width) the model was trained on: its own record of it; for a model of format 1,
-    which has none, its training data's when that is here."""
+    """(height, width) of the frames the world shows: the size the model was trained on, its own
+    record of it (for a model of format 1, which has none, its training data's when that is
+    here), times upsampler.scale for the first of two stages."""
     if model.frame_size is not None:
-        return model.frame_size
+        s = cfg.upsampler.scale
+        return model.frame_size[0] * s, model.frame_size[1] * s
     store = training_store(cfg)
     return None if store is None else store.frame_shape[:2]
 
 
 def check_frames(store: Store, model: Denoiser, cfg: Config, model_name: str = "the model") -> None:
     """A store's frames must be the size the model was trained at (any size: the network pads
-    them to its own factor, model/unet.py); StoreError says which size to build."""
+    them to its own factor, model/unet.py), or, in a two-stage world, the size its upsampler
+    makes; StoreError says which size to build."""
     trained = trained_frame_size(model, cfg)
     if trained is not None and tuple(trained) != store.frame_shape[:2]:
         h, w = trained

@@ -9,22 +9,40 @@ from typing import NamedTuple
 import torch
 
 from dreamcade.dataset.controls import ControlSpec
-from dreamcade.files.checkpoint import check_spec, load_model
-from dreamcade.files.world import is_world, load_world
+from dreamcade.files.checkpoint import CheckpointError, check_spec, load_model, load_upsampler
+from dreamcade.files.world import is_world, load_world, upsampler_folder
 from dreamcade.model.config import Config
 from dreamcade.model.denoiser import Denoiser, Speed
 from dreamcade.model.device import configure, resolve_device
 from dreamcade.model.runtime import Runtime
+from dreamcade.model.upsampler import Upsampling, sampler_of
 
 
 class Loaded(NamedTuple):
-    """A model ready to run: call it with `speed` (autocast, compiled network)."""
+    """A model ready to run: call it with `speed` (autocast, compiled network); `upsampling`, the
+    second stage of a two-stage world (model/upsampler.py), None for one stage."""
 
     model: Denoiser
     cfg: Config
     meta: dict
     device: torch.device
     speed: Speed
+    upsampling: Upsampling | None = None
+
+
+def load_upsampling(path: str | Path, cfg: Config, device: torch.device, runtime: Runtime = Runtime(),
+                    mode: str | None = None) -> Upsampling | None:
+    """The second stage of the model at `path`, on `device`, set up as `runtime` says, with the
+    sampler settings its run gave it (upsampler.sampler_steps, upsampler.method); None for one stage."""
+    folder = upsampler_folder(path, cfg)
+    if folder is None:
+        return None
+    model, up_cfg, _ = load_upsampler(folder)
+    if model.scale != cfg.upsampler.scale:
+        raise CheckpointError(f"{folder}: an upsampler of scale {model.scale}, but the model's config says "
+                              f"upsampler.scale {cfg.upsampler.scale}; export the world again")
+    model, speed = configure(model, device, runtime.precision, runtime.channels_last, runtime.compile, mode)
+    return Upsampling(model.eval(), sampler_of(up_cfg), speed)
 
 
 def load_for_inference(path: str | Path, runtime: Runtime = Runtime(),
@@ -42,4 +60,4 @@ def load_for_inference(path: str | Path, runtime: Runtime = Runtime(),
         model, cfg, meta = load_model(path, "cpu", expect_spec)
     mode = "reduce-overhead" if runtime.compile and dev.type == "cuda" else None
     model, speed = configure(model, dev, runtime.precision, runtime.channels_last, runtime.compile, mode)
-    return Loaded(model.eval(), cfg, meta, dev, speed)
+    return Loaded(model.eval(), cfg, meta, dev, speed, load_upsampling(path, cfg, dev, runtime, mode))

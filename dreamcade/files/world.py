@@ -28,10 +28,12 @@ import numpy as np
 from dreamcade.dataset.errors import plural
 from dreamcade.dataset.source import SCREEN, game_name
 from dreamcade.dataset.store import Store, StoreError, StoreWriter, open_store, software_version, store_exists
-from dreamcade.files.checkpoint import CONFIG_FILE, MODEL_DIR, CheckpointError, load_model, model_home, save_model
+from dreamcade.files.checkpoint import (CONFIG_FILE, MODEL_DIR, CheckpointError, load_model, load_upsampler, model_home,
+                                       save_model)
 from dreamcade.files.frames import check_frames
 from dreamcade.model.config import Config
 from dreamcade.model.denoiser import Denoiser
+from dreamcade.model.upsampler import STAGE
 
 WORLD_FORMAT = "dreamcade.world"
 WORLD_VERSION = 2
@@ -65,6 +67,22 @@ def load_world(path: str | Path) -> tuple[Denoiser, Config, dict]:
     model, cfg, meta = load_model(path)
     cfg.data.stores = [str((path / REFERENCE).resolve())]
     return model, cfg, {**meta, "world": str(path)}
+
+
+def upsampler_folder(path: str | Path, cfg: Config) -> Path | None:
+    """Where the second stage of the model at `path` is: a world's upsampler/, a run's
+    upsampler/model/; None for a one-stage model. CheckpointError when the config says two
+    stages and the second is not there."""
+    if cfg.upsampler.scale == 1:
+        return None
+    path = Path(path)
+    home = path if is_world(path) else model_home(path)
+    for folder in (home / STAGE, home / STAGE / MODEL_DIR):
+        if (folder / CONFIG_FILE).is_file():
+            return folder
+    raise CheckpointError(f"{home / STAGE}: the model is the first of two stages (upsampler.scale "
+                          f"{cfg.upsampler.scale}) and its upsampler is not there; finish its training "
+                          f"(`dreamcade train --config {home / 'config.yaml'} --resume`) or export the world again")
 
 
 # -- export -------------------------------------------------------------------------------------------
@@ -119,7 +137,11 @@ def training_summary(run: Path) -> dict:
             except ValueError:
                 continue
     val = [x for x in lines if "val/psnr" in x]
+    up = [x for x in lines if "upsampler/psnr" in x]
     out = {"minutes": round((lines[-1]["time"] - lines[0]["time"]) / 60, 1) if len(lines) > 1 else None}
+    if up:
+        out.update({k.replace("/", "_"): round(up[-1][k], 3) for k in up[-1]
+                    if k.startswith("upsampler/") and ("psnr" in k or "sharpness" in k)})
     if val:
         out.update({"val_psnr": round(val[-1]["val/psnr"], 2),
                     "val_psnr_repeat_last": round(val[-1]["val/psnr_repeat_last"], 2)})
@@ -190,6 +212,8 @@ def export_world(run: str | Path, out: str | Path, data: list[str] | None = None
     for s in stores:  # the start contexts must be frames the model was trained on
         check_frames(s, denoiser, cfg, f"the model {run}")
     figures = report_summary(Path(report), run_dir, int(meta.get("step", 0))) if report else None
+    stage = upsampler_folder(run, cfg)
+    upsampler = load_upsampler(stage) if stage is not None else None
     with output as o:  # checked and locked here; in place only when complete
         tmp = o.path
         picked, which = reference_episodes(stores, cfg, episodes)
@@ -199,11 +223,19 @@ def export_world(run: str | Path, out: str | Path, data: list[str] | None = None
             denoiser.frame_size = stores[0].frame_shape[:2]
         save_model(tmp, denoiser, cfg, int(meta.get("step", 0)),
                    {k: v for k, v in meta.items() if k == "distilled"})
+        if upsampler is not None:
+            up, up_cfg, up_meta = upsampler
+            save_model(tmp, up, up_cfg, int(up_meta["step"]), subfolder=STAGE)
         info = {"format": WORLD_FORMAT, "format_version": WORLD_VERSION, "name": cfg.name,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "software_version": software_version(),
                 "step": int(meta.get("step", 0)), "game": game_name(stores[0].attrs.get("source")),
                 "data": data_summary(stores), "reference": ref, "training": training_summary(run_dir),
                 "eval": figures, "commands": {"train": train_command(run_dir), "export": command}}
+        if upsampler is not None:
+            up = upsampler[0]
+            (h, w), (lh, lw) = up.frame_size, up.low_size
+            info["upsampler"] = {"scale": up.scale, "size": f"{w}x{h}", "dynamics_size": f"{lw}x{lh}",
+                                 "step": int(upsampler[2]["step"]), "training": training_summary(stage.parent)}
         if meta.get("distilled"):  # a student of `dreamcade distill`: its training is the teacher's
             d = json.loads(meta["distilled"])
             info["distilled"] = d
@@ -255,6 +287,13 @@ def model_card(info: dict, cfg: Config) -> str:
               f"| training | {info['step']:,} steps, {fig(t.get('minutes'), '{:.1f} minutes')} |"),
              f"| model | {sum(1 for _ in cfg.model.channels)} UNet levels {cfg.model.channels}, context {cfg.data.context} frames, "
              f"{cfg.sampler.steps} sampler steps ({cfg.sampler.method}) |"]
+    if info.get("upsampler"):
+        u, ut = info["upsampler"], info["upsampler"]["training"]
+        lines.append(f"| two stages | the model above makes each frame at {u['dynamics_size']}; an upsampler "
+                     f"(`upsampler/`, {cfg.upsampler.channels}, {cfg.upsampler.sampler_steps} sampler steps, "
+                     f"{cfg.upsampler.method}) draws it at {u['size']} (x{u['scale']}); trained {u['step']:,} steps, "
+                     f"{fig(ut.get('minutes'), '{:.1f} minutes')}; PSNR of real low frames upsampled "
+                     f"{fig(ut.get('upsampler_psnr'), '{:.2f} dB')} (bicubic: {fig(ut.get('upsampler_psnr_bicubic'), '{:.2f} dB')}) |")
     if e:
         lines += [f"| one-step PSNR | {fig(e['one_step_psnr'])} dB (repeating the last frame: {fig(e['repeat_last_psnr'])} dB) |",
                   f"| healthy horizon | {e['healthy_horizon_min']} steps in the worst of "
@@ -278,5 +317,7 @@ def model_card(info: dict, cfg: Config) -> str:
     lines += ["```", "", "## Use", "", "```",
               "dreamcade play --checkpoint THIS_FOLDER", "dreamcade eval drift --checkpoint THIS_FOLDER --out report",
               "dreamcade eval drift --checkpoint THIS_FOLDER --session SESSION.zarr --out report", "```", "",
-              "In Python: `from dreamcade.model.denoiser import Denoiser; Denoiser.from_pretrained(THIS_FOLDER, subfolder='model')`.", ""]
+              "In Python: `from dreamcade.model.denoiser import Denoiser; Denoiser.from_pretrained(THIS_FOLDER, subfolder='model')`"
+              + (" and `from dreamcade.model.upsampler import Upsampler; Upsampler.from_pretrained(THIS_FOLDER, "
+                 "subfolder='upsampler')`." if info.get("upsampler") else "."), ""]
     return "\n".join(lines)

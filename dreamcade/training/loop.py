@@ -42,15 +42,18 @@ class Task:
     process (`log(step, figures)` writes to stats.jsonl), returns more metadata (strings) for the
     model folder; `model_step`, the step the model folder
     records when it is not the loop's (a student records its teacher's); `figures`: the loop's
-    validation figures and samples (a task that measures itself in `finish` turns them off)."""
+    validation figures and samples (a task that measures itself in `finish` turns them off);
+    `world`: whether the run's world/ is written at the end (a two-stage run writes it after its
+    second stage)."""
 
-    model: Denoiser
+    model: torch.nn.Module
     loss: Callable[[Batch], torch.Tensor]
     speed: Speed = EAGER
     name: str = "train"
     finish: Callable[[Denoiser, int, Callable[[int, dict], None]], dict[str, str]] | None = None
     model_step: int | None = None
     figures: bool = True
+    world: bool = True
 
 
 def denoising(cfg: Config, train_ds: WindowDataset, device: torch.device) -> Task:
@@ -136,7 +139,8 @@ def train(cfg: Config, train_ds: WindowDataset, val_ds: WindowDataset | None, re
         if extra is not None:  # the model folder again, with what the task adds
             save_model(run_dir, ema, cfg, step if work.model_step is None else work.model_step, extra)
         print(f"done: {run_dir / 'model'} (step {step})", file=sys.stderr)
-        write_world(run_dir)
+        if work.world:
+            write_world(run_dir)
     return 0
 
 

@@ -37,17 +37,20 @@ class LossModule(torch.nn.Module):
         return self.objective(batch)
 
 
-def build_data(cfg: Config) -> tuple[WindowDataset, WindowDataset | None]:
+def build_data(cfg: Config, scale: int | None = None) -> tuple[WindowDataset, WindowDataset | None]:
     """Training and validation windows, split as dataset.windows.split_data decides from
     data.stores, data.val_fraction and data.context (whole episodes, or the last frames of a single
     one, by time): config.yaml is the record of the split that eval, play and export read again.
+    The frames come shrunk `scale` times (default upsampler.scale: the dynamics model of a
+    two-stage world trains on them so; its upsampler, scale 1, on the stored size).
     Validation is None when nothing is held out (val_fraction 0, one episode too short to split)
     or data.skip_damaged leaves none; says what is held out, and notes what was skipped."""
     d = cfg.data
     if not d.stores:
         raise ConfigError("no training data: pass --data STORE... or set data.stores in the config")
     stores = [open_store(p) for p in d.stores]  # opened once: damage is looked for once per store
-    kw = dict(context=d.context, val_fraction=d.val_fraction, mode=d.mode, skip_damaged=d.skip_damaged)
+    kw = dict(context=d.context, val_fraction=d.val_fraction, mode=d.mode, skip_damaged=d.skip_damaged,
+              scale=cfg.upsampler.scale if scale is None else scale)
     train = WindowDataset(stores, split="train", **kw)
     notes = list(train.skipped)
     try:
@@ -74,7 +77,7 @@ def check_resume(checkpoint: Path, data: WindowDataset) -> None:
 
 
 RUN_FILES = {"config.yaml", "stats.jsonl", "checkpoints", "model", "model.safetensors", "samples", "world", "windows",
-             "wandb", "distill.json"}
+             "wandb", "distill.json", "upsampler"}
 """What a run folder holds; a folder with anything else is not a run, and train never writes into it."""
 
 
