@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test test-fast install demo demo-screen bench bench-gpu clean
+.PHONY: test test-fast install demo demo-screen demo-screen-128 bench bench-gpu clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ demo: $(VENV)/.installed
 # train the screen-demo preset (under an hour on 2 CPU cores), measure, export, play
 demo-screen: $(VENV)/.installed
 	$(PY) demo.py --screen $(ARGS)
+
+# the screen demo at the size of the screen (128x72, two stages: docs/recipe.md#screen-size)
+demo-screen-128: $(VENV)/.installed
+	$(PY) demo.py --screen --preset screen-128 $(ARGS)
 
 # every benchmark in turn (about 9 minutes); run it with nothing else running
 bench: $(VENV)/.installed

@@ -3,7 +3,8 @@ marked `gpu` (bf16 training and resume, the sampler under torch.compile with CUD
 play loop headless, a drift report), the next frame of the atari-64 and screen-64 presets (bf16,
 channels_last; eager and with CUDA graphs; 1, 3 and 6 steps), one denoiser forward in
 TFLOP/s beside the GPU's bf16 matmul figure, and the play loop's frames/s at 1 step and at the
-preset's own steps, against its target. Each row is printed as it is measured; then one table,
+preset's own steps, against its target, with the ms of each stage for the two-stage screen-256
+(256x144: 64x36 dynamics and a x4 upsampler). Each row is printed as it is measured; then one table,
 and bench/results/gpu.json. On a machine without CUDA it says so and exits 0.
 
 `python -m bench.gpu [--frames 300] [--out FOLDER]`
@@ -27,7 +28,7 @@ import torch  # noqa: E402
 from bench.common import report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-PLAY_TARGETS = {"atari-64": 60.0, "screen-64": 30.0}  # frames/s of the play loop at the preset's steps
+PLAY_TARGETS = {"atari-64": 60.0, "screen-64": 30.0, "screen-256": 30.0}  # play loop frames/s at the preset's steps
 STEPS = (1, 3, 6)
 
 
@@ -98,8 +99,10 @@ def main() -> int:
             for steps in (1, sampler.steps):
                 r = measure(run, store, steps, args.frames, play_args)
                 goal = target if steps == sampler.steps else None
+                stages = ("" if r["upsampler_ms"] is None else
+                          f", dynamics {r['dynamics_ms']:.1f} ms + upsampler {r['upsampler_ms']:.1f} ms")
                 rows.append({"check": f"play loop, headless ({sampler.method})", "preset": preset, "steps": steps,
-                             "switches": f"bf16, CUDA graphs, model {r['model_share']:.0%} of the loop",
+                             "switches": f"bf16, CUDA graphs, model {r['model_share']:.0%} of the loop{stages}",
                              "ms": r["ms_per_frame"], "per_s": r["fps"], "target": goal,
                              "meets": None if goal is None else r["fps"] >= goal})
     written = report("gpu", rows, ["check", "preset", "steps", "switches", "ms", "per_s", "target", "meets"])

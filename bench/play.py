@@ -1,10 +1,12 @@
 """Play-loop speed on this machine: frames per second of play.py's loop (read input, step the
 model, draw the scaled frame and the HUD, no fps cap) with SDL's dummy video driver, per preset
 and sampler steps (in the preset's sampler method), and the share of the loop spent in the
-model. Random-init weights (speed does not depend on training), a 6-action exclusive spec,
+model, and for a two-stage preset (screen-128, screen-256: model/upsampler.py) the ms of each
+stage. Random-init weights (speed does not depend on training), a 6-action exclusive spec,
 context frames from a small made-up store.
 Goal on 2 CPU cores: 15 frames/s or more at the demo preset (32x32) and the screen-demo preset
-(64x36) with the preset's own sampler steps.
+(64x36) with the preset's own sampler steps, and at screen-128 (128x72) with 1 dynamics step
+(a distilled student) and the preset's upsampler steps.
 
 `python -m bench.play [--frames 300] [--steps 1,3,6] [--device cpu|cuda] [--compile] [--threads 2]`
 """
@@ -29,11 +31,17 @@ from dreamcade.dataset import Control, ControlSpec, StoreWriter  # noqa: E402
 from dreamcade.files.checkpoint import save_model  # noqa: E402
 from dreamcade.files.config_file import load_config  # noqa: E402
 from dreamcade.model.denoiser import Denoiser  # noqa: E402
+from dreamcade.model.upsampler import STAGE  # noqa: E402
+from dreamcade.training.upsampling import build_upsampler  # noqa: E402
 
-SIZES = {"demo": (32, 32), "screen-demo": (64, 36), "atari-64": (64, 64), "screen-64": (64, 64)}
-"""Preset -> the (width, height) it is trained at."""
+SIZES = {"demo": (32, 32), "screen-demo": (64, 36), "atari-64": (64, 64), "screen-64": (64, 64),
+         "screen-128": (128, 72), "screen-256": (256, 144)}
+"""Preset -> the (width, height) of the frames it shows (a two-stage preset's dynamics model
+makes them upsampler.scale times smaller)."""
 SPEC = ControlSpec(tuple(Control(m) for m in ("NOOP", "FIRE", "UP", "RIGHT", "LEFT", "DOWN")), exclusive=True)
 GOAL_FPS = {"demo": 15.0, "screen-demo": 15.0}
+GOAL_STEP_FPS = {"screen-128": (1, 15.0)}
+"""Goals at another number of dynamics steps than the preset's: (steps, frames/s)."""
 
 
 def make_checkpoint(preset: str, folder: Path) -> tuple[Path, Path]:
@@ -43,7 +51,10 @@ def make_checkpoint(preset: str, folder: Path) -> tuple[Path, Path]:
     run = folder / preset
     run.mkdir()
     w, h = SIZES[preset]
-    save_model(run, Denoiser.build(cfg.model, cfg.diffusion, SPEC, cfg.data.context, (h, w)), cfg, 0)
+    k = cfg.upsampler.scale
+    save_model(run, Denoiser.build(cfg.model, cfg.diffusion, SPEC, cfg.data.context, (h // k, w // k)), cfg, 0)
+    if k > 1:
+        save_model(run / STAGE, build_upsampler(cfg, (h, w)), cfg, 0)
     store = folder / f"{preset}.zarr"
     with StoreWriter(store, spec=SPEC, fps=15, frame_size=(w, h), source={"kind": "bench"}) as writer:
         for t in range(64):
@@ -67,14 +78,18 @@ def measure(run: Path, store: Path, steps: int, frames: int, args: argparse.Name
     try:
         player.run(max(3, frames // 10))  # warm-up (and compilation)
         model0, n0 = player.stats["model_s"], player.frames_done
+        stages0 = dict(player.env.stage_s)
         t0 = time.perf_counter()
         player.run(n0 + frames)
         loop = time.perf_counter() - t0
         model = player.stats["model_s"] - model0
+        stage_ms = {k: (v - stages0[k]) / frames * 1000 for k, v in player.env.stage_s.items()}
+        two = player.env.upsampling is not None
     finally:
         player.close()
     return {"fps": frames / loop, "ms_per_frame": loop / frames * 1000, "model_ms": model / frames * 1000,
-            "model_share": model / loop}
+            "model_share": model / loop, "dynamics_ms": stage_ms["dynamics"] if two else None,
+            "upsampler_ms": stage_ms["upsampler"] if two else None}
 
 
 def main() -> None:
@@ -85,23 +100,28 @@ def main() -> None:
     p.add_argument("--scale", type=int, default=8, help="window pixels per frame pixel")
     p.add_argument("--compile", action="store_true", help="torch.compile the network")
     p.add_argument("--steps", default="1,3,6", help="sampler steps measured, comma-separated (default: 1,3,6)")
-    p.add_argument("--presets", nargs="+", default=["demo", "screen-demo", "atari-64"], choices=list(SIZES))
+    p.add_argument("--presets", nargs="+", default=["demo", "screen-demo", "screen-128", "atari-64"],
+                   choices=list(SIZES))
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for preset in args.presets:
             run, store = make_checkpoint(preset, Path(tmp))
-            sampler = load_config(f"configs/{preset}.yaml").sampler
+            cfg = load_config(f"configs/{preset}.yaml")
+            sampler, up = cfg.sampler, cfg.upsampler
             for steps in [int(x) for x in args.steps.split(",")]:
                 r = measure(run, store, steps, args.frames, args)
                 goal = GOAL_FPS.get(preset) if steps == sampler.steps else None
+                if GOAL_STEP_FPS.get(preset, (None,))[0] == steps:
+                    goal = GOAL_STEP_FPS[preset][1]
                 rows.append({"preset": preset, "frame": "x".join(map(str, SIZES[preset])), "steps": steps,
-                             "method": sampler.method, **r,
+                             "method": sampler.method,
+                             "upsampler": f"x{up.scale}, {up.sampler_steps} {up.method}" if up.scale > 1 else "", **r,
                              "goal_fps": goal, "meets_goal": None if goal is None else r["fps"] >= goal})
     suffix = args.device + ("-compile" if args.compile else "")
-    report(f"play-{suffix}", rows, ["preset", "frame", "steps", "method", "fps", "ms_per_frame", "model_ms",
-                                    "model_share", "goal_fps", "meets_goal"])
+    report(f"play-{suffix}", rows, ["preset", "frame", "steps", "method", "upsampler", "fps", "ms_per_frame",
+                                    "model_ms", "dynamics_ms", "upsampler_ms", "model_share", "goal_fps", "meets_goal"])
 
 
 if __name__ == "__main__":

@@ -38,6 +38,9 @@ finds the same dreamcade, installed or not, from the user's own folder."""
 SCREEN_SECONDS = 240
 SCREEN_FPS = 15
 SCREEN_RECORD_SIZE = "128x72"
+TWO_STAGE_SIZES = {"screen-128": "128x72"}
+"""The two-stage presets (model/upsampler.py) and the size their store is built at: the size
+the world shows, which the dynamics model reads shrunk."""
 SCREEN_DROP_DARK = 40  # SuperTux's deaths fade to black; a world trained on the fades fades for good (docs/recipe.md)
 DEFAULTS = {"out": ("demo", "demo-screen"), "size": ("32x32", "64x36"), "preset": ("demo", "screen-demo"),
             "horizon": (1000, 2000)}
@@ -54,7 +57,8 @@ def parse_args(argv=None, prog: str = "python demo.py") -> argparse.Namespace:
     p.add_argument("--frames", type=int, default=20000, help="frames to record (default: 20000, 22 minutes of play)")
     p.add_argument("--seconds", type=int, default=SCREEN_SECONDS, help="--screen: seconds of play to record "
                    f"(default: {SCREEN_SECONDS})")
-    p.add_argument("--size", default=None, help="training frame size (default: 32x32, or 64x36 with --screen)")
+    p.add_argument("--size", default=None, help="training frame size (default: 32x32, or 64x36 with --screen, or "
+                   "128x72 with --preset screen-128: the size its two-stage world shows)")
     p.add_argument("--preset", default=None, help="config preset in configs/ (default: demo, or screen-demo "
                    "with --screen)")
     p.add_argument("--horizon", type=int, default=None, help="rollout length of the drift report (default: 1000, "
@@ -63,6 +67,8 @@ def parse_args(argv=None, prog: str = "python demo.py") -> argparse.Namespace:
     p.add_argument("--no-play", action="store_true", help="do not open the play window at the end")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="training config overrides, e.g. train.steps=500")
     args = p.parse_args(argv)
+    if args.size is None and args.preset in TWO_STAGE_SIZES:  # the store at the size the world shows
+        args.size = TWO_STAGE_SIZES[args.preset]
     for name, (atari, screen) in DEFAULTS.items():
         if getattr(args, name) is None:
             setattr(args, name, screen if args.screen else atari)

@@ -8,6 +8,7 @@ attributes (eval's baselines: repeat the last frame, the mean frame).
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
 
 import numpy as np
@@ -61,6 +62,8 @@ class WorldModelEnv:
         self.upsampling = upsampling
         self.scale = 1 if upsampling is None else upsampling.scale
         self.low: torch.Tensor | None = None
+        self.stage_s = {"dynamics": 0.0, "upsampler": 0.0}
+        """Seconds spent in each stage's step() so far (for the benches' ms per stage)."""
         self.sampler = SamplerConfig(**vars(sampler))
         self.device = torch.device(device)
         self.L, self.A = model.context, len(model.spec)
@@ -107,15 +110,23 @@ class WorldModelEnv:
         a = torch.as_tensor(np.asarray(action, np.float32) if not torch.is_tensor(action) else action)
         a = a.to(self.device).float().reshape(-1, self.A).expand(self.batch_size, self.A)
         self.actions[:, -1] = a
+        t0 = time.perf_counter()
         nxt = predict_next(self.model, self.frames, self.actions, self.mask, self.sampler, self.generator, self.speed)
         self.frames = torch.cat([self.frames[:, 1:], nxt[:, None]], dim=1)  # [B, L, 3, H, W]
         self.actions = torch.cat([self.actions[:, 1:], torch.zeros_like(self.actions[:, :1])], dim=1)
         self.mask = torch.cat([self.mask[:, 1:], torch.ones_like(self.mask[:, :1])], dim=1)
         self.t += 1
         if self.upsampling is None:
-            return model_to_hwc(nxt)
+            out = model_to_hwc(nxt)
+            self.stage_s["dynamics"] += time.perf_counter() - t0
+            return out
+        if nxt.is_cuda:  # the time of each stage, not of the queue
+            torch.cuda.synchronize(nxt.device)
+        t1 = time.perf_counter()
         self.low = nxt
         out = model_to_hwc(self.upsampling(nxt, self.generator))
+        self.stage_s["dynamics"] += t1 - t0
+        self.stage_s["upsampler"] += time.perf_counter() - t1
         self.shown = torch.cat([self.shown[:, 1:], out[:, None]], dim=1)
         return out
 

@@ -400,15 +400,21 @@ def test_config_refuses_unknown_keys_and_wrong_types(tmp_path):
     assert cfg.train.steps == 7 and cfg.model.channels == [8, 16] and cfg.optim.lr == 1e-3
 
 
-@pytest.mark.parametrize("preset", ["tiny", "demo", "atari-64", "screen-64"])
+@pytest.mark.parametrize("preset", ["tiny", "demo", "atari-64", "screen-64", "screen-demo", "screen-128", "screen-256"])
 def test_presets_load_and_build(preset):
+    from dreamcade.training.upsampling import build_upsampler
+
     cfg = load_config(f"configs/{preset}.yaml")
     spec = ControlSpec(tuple(Control(f"a{i}") for i in range(6)), exclusive=True)
     model = Denoiser.build(cfg.model, cfg.diffusion, spec, cfg.data.context, (64, 64))
     n = sum(p.numel() for p in model.parameters())
-    expected = {"tiny": (1e4, 1e6), "demo": (2e5, 3e6), "atari-64": (4.0e6, 5.0e6), "screen-64": (8e6, 3e7)}
+    expected = {"tiny": (1e4, 1e6), "demo": (2e5, 3e6), "atari-64": (4.0e6, 5.0e6), "screen-64": (8e6, 3e7),
+                "screen-demo": (1e6, 3e6), "screen-128": (1e6, 3e6), "screen-256": (8e6, 3e7)}
     lo, hi = expected[preset]
     assert lo < n < hi, f"{preset}: {n} parameters"
+    if cfg.upsampler.scale > 1:  # a two-stage preset: its upsampler builds at the size it shows
+        up = build_upsampler(cfg, (72 * cfg.upsampler.scale // 4, 128 * cfg.upsampler.scale // 4))
+        assert 1e5 < sum(p.numel() for p in up.parameters()) < 1e7
 
 
 def test_hold_keeps_the_last_value_of_pixels_that_barely_changed():

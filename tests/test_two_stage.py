@@ -146,6 +146,12 @@ def test_two_stages_train_into_one_world_that_plays_and_is_evaluated_at_full_siz
     # export of the run writes the same two stages
     in_process("export", str(run), "--out", str(tmp_path / "w2"))
     assert (tmp_path / "w2" / "upsampler" / "config.json").is_file()
+    # a student of the dynamics model keeps the teacher's upsampler: its world is two stages too
+    in_process("distill", "--checkpoint", str(run), "--steps", "1", "--iterations", "2", "--batch-size", "4",
+               "--threads", "1", "--quiet")
+    student = tmp_path / "two-1step" / "world"
+    assert json.loads((student / "world.json").read_text())["upsampler"]["size"] == "32x32"
+    assert play.main(["--checkpoint", str(student), "--frames", "4", "--seed", "0", "--threads", "1"]) == 0
 
 
 def test_a_two_stage_world_missing_its_upsampler_is_refused_in_one_line(tmp_path):

@@ -28,7 +28,7 @@ import copy
 import json
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -42,6 +42,7 @@ from dreamcade.model.denoiser import EAGER, Denoiser, Speed
 from dreamcade.model.device import configure
 from dreamcade.model.runtime import Runtime
 from dreamcade.model.sampler import next_frame, sample, schedule
+from dreamcade.model.upsampler import STAGE
 from dreamcade.training.loop import Task, train
 from dreamcade.training.parts import build_data, prepare_run, run_output
 from dreamcade.training.settings import DistillSettings
@@ -149,7 +150,25 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
             loss = lambda batch: distill_loss(frozen, student, batch, tcfg.sampler, cfg.sampler, speed=speed)
             return Task(student, loss, speed, "distill", finish, int(meta.get("step", 0)), figures=False)
 
-        code = train(cfg, train_ds, val_ds, resume_from, progress, task)
+        first = lambda c, data, dev: replace(task(c, data, dev), world=tcfg.upsampler.scale == 1)
+        code = train(cfg, train_ds, val_ds, resume_from, progress, first)
         if code:
             raise ConfigError(f"the distillation stopped (exit {code}); lower --lr")
+        if tcfg.upsampler.scale > 1:
+            carry_upsampler(checkpoint, tcfg, cfg.run_dir)
     return cfg.run_dir
+
+
+def carry_upsampler(checkpoint: str | Path, tcfg: Config, run_dir: Path) -> None:
+    """A two-stage teacher's upsampler, into the student's run as its own second stage
+    (<student>/upsampler/model), and the student's world written with both. The upsampler
+    draws a frame in upsampler.sampler_steps steps already (1 in the presets: docs/recipe.md#screen-size)."""
+    from dreamcade.files.checkpoint import load_upsampler, save_model
+    from dreamcade.files.world import upsampler_folder
+    from dreamcade.training.parts import write_world
+
+    up, up_cfg, meta = load_upsampler(upsampler_folder(checkpoint, tcfg))
+    save_model(run_dir / STAGE, up, up_cfg, int(meta["step"]))
+    print(f"its upsampler ({up_cfg.upsampler.sampler_steps} {up_cfg.upsampler.method} step(s)) is the teacher's",
+          file=sys.stderr)
+    write_world(run_dir)
