@@ -97,6 +97,9 @@ def parse_args(argv=None, prog: str = "dreamcade eval") -> argparse.Namespace:
     d.add_argument("--method",
                    help="sampler method: euler (one network call a step) or heun (two, but the last) "
                         "(default: the checkpoint's sampler.method)")
+    d.add_argument("--upsampler-steps", type=int,
+                   help="a two-stage world's upsampler: its sampler steps per frame (default: the world's "
+                        "upsampler.sampler_steps)")
     d.add_argument("--context-noise", type=float,
                    help="noise level given to past frames when generating (default: the checkpoint's "
                         "sampler.context_noise; at most its diffusion.context_noise_max)")
@@ -192,6 +195,7 @@ class DriftInputs:
 
 def drift_inputs(args: argparse.Namespace, settings: DriftSettings, device: torch.device) -> DriftInputs:
     from dreamcade.eval.data import load_sessions, open_eval_data, rollout_cases
+    from dreamcade.model.upsampler import upsampler_steps
 
     if not args.checkpoint and not args.session:
         raise EvalError("nothing to evaluate: pass --checkpoint runs/<name> (and optionally --data), or --session STORE...")
@@ -212,7 +216,7 @@ def drift_inputs(args: argparse.Namespace, settings: DriftSettings, device: torc
     data = open_eval_data(stores, context, cfg.data.val_fraction if cfg else 0.1,
                           model.spec if model is not None else None, heldout=run_model,
                           skip_damaged=args.skip_damaged)
-    inputs = DriftInputs(data, model, cfg, meta, speed, upsampling)
+    inputs = DriftInputs(data, model, cfg, meta, speed, upsampler_steps(upsampling, args.upsampler_steps))
     if run_model:
         inputs.sampler = sampling.sampler_settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise,
                                            hold_levels=args.hold_levels, method=args.method)
@@ -223,15 +227,21 @@ def drift_inputs(args: argparse.Namespace, settings: DriftSettings, device: torc
     return inputs
 
 
-def sampler_summary(sampler: SamplerConfig | None, cfg: Config | None, notes: list[str]) -> dict | None:
-    """The sampler settings used, with the context noise level the model really applies."""
+def sampler_summary(sampler: SamplerConfig | None, cfg: Config | None, notes: list[str], upsampling=None) -> dict | None:
+    """The sampler settings used, with the context noise level the model really applies, and a
+    two-stage world's upsampler (its scale, sizes, steps and method)."""
     if sampler is None:
         return None
     used = sampling.context_noise_used(sampler.context_noise, cfg.diffusion.context_noise_max)
     if used != sampler.context_noise:
         notes.append(f"context noise {sampler.context_noise} is above the model's diffusion.context_noise_max "
                      f"({cfg.diffusion.context_noise_max}); it generated with {used}")
-    return {**vars(sampler), "context_noise_used": used}
+    out = {**vars(sampler), "context_noise_used": used}
+    if upsampling is not None:
+        (h, w), (lh, lw) = upsampling.model.frame_size, upsampling.model.low_size
+        out["upsampler"] = {"scale": upsampling.scale, "size": f"{w}x{h}", "dynamics_size": f"{lw}x{lh}",
+                            "steps": upsampling.sampler.steps, "method": upsampling.sampler.method}
+    return out
 
 
 def cmd_drift(args: argparse.Namespace) -> int:
@@ -252,7 +262,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
         sess = sessions(x.seqs, ref, settings) if x.seqs else []
         ck = {"path": args.checkpoint, "step": int(x.meta.get("step", -1))} if x.meta else None
         prov = provenance(command_line(args.argv), ck, x.data.stores, list(args.session), str(device), settings)
-        m = drift_metrics(prov, ref, ev, sess, settings, sampler_summary(x.sampler, x.cfg, ref.notes))
+        m = drift_metrics(prov, ref, ev, sess, settings, sampler_summary(x.sampler, x.cfg, ref.notes, x.upsampling))
         write_drift_report(tmp, m, ev, sess, ref, settings, args.videos)
     print_drift(m, out)
     return 0

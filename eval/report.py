@@ -194,6 +194,10 @@ def _header(m: dict) -> list[str]:
     if m.get("sampler"):
         rows += [["sampler steps", f"{m['sampler']['steps']} ({m['sampler'].get('method', 'euler')})"],
                  ["context noise (asked / used)", f"{m['sampler']['context_noise']} / {m['sampler']['context_noise_used']}"]]
+        if m["sampler"].get("upsampler"):
+            u = m["sampler"]["upsampler"]
+            rows.append(["upsampler (two stages)", f"x{u['scale']}, {u['dynamics_size']} to {u['size']}, {u['steps']} "
+                                                   f"sampler steps ({u['method']})"])
     v = m["versions"]
     rows.append(["versions", f"dreamcade {v['dreamcade']}, torch {v['torch']}, python {v['python']}"])
     out = [H.table(["", ""], rows), f"<pre>{H.esc(m['command'])}</pre>"]

@@ -163,11 +163,27 @@ class Upsampling:
     def scale(self) -> int:
         return self.model.scale
 
+    def with_steps(self, steps: int | None, option: str = "--upsampler-steps") -> Upsampling:
+        """A copy that draws a frame in `steps` sampler steps (None: as it is), checked."""
+        from dreamcade.model.config import check_steps
+
+        if steps is None:
+            return self
+        return Upsampling(self.model, replace(self.sampler, steps=check_steps(steps, option)), self.speed)
+
     def __call__(self, low: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         from dreamcade.model.sampler import schedule
 
         return self.model.upsample(low, schedule(self.sampler, low.device), self.sampler.method, 0.0, generator,
                                    self.speed)
+
+
+def upsampler_steps(upsampling: Upsampling | None, steps: int | None) -> Upsampling | None:
+    """--upsampler-steps of play and eval: the world's upsampling drawing in `steps` steps; a
+    ConfigError for a world of one stage."""
+    if steps is not None and upsampling is None:
+        raise ConfigError(f"--upsampler-steps {steps}: the model is of one stage (no upsampler); leave the option out")
+    return None if upsampling is None else upsampling.with_steps(steps)
 
 
 class Bicubic:

@@ -54,6 +54,9 @@ def parse_args(argv=None, prog: str = "dreamcade play") -> argparse.Namespace:
     p.add_argument("--method", default=None,
                    help="sampler method: euler (one network call a step) or heun (two, but the last) "
                         "(default: the checkpoint's)")
+    p.add_argument("--upsampler-steps", type=int, default=None,
+                   help="a two-stage world's upsampler: its sampler steps per frame (default: the world's "
+                        "upsampler.sampler_steps)")
     p.add_argument("--context-noise", type=float, default=None, help="context noise level (default: the checkpoint's)")
     p.add_argument("--hold-levels", type=float, default=None,
                    help="a generated pixel within this many levels of the frame before keeps its value "
@@ -131,6 +134,7 @@ class Outputs:
 def build_player(args: argparse.Namespace, outputs: Outputs) -> Player:
     from dreamcade.files.frames import check_frames
     from dreamcade.files.inference import load_for_inference
+    from dreamcade.model.upsampler import upsampler_steps
     from dreamcade.model.world_env import WorldModelEnv
     from dreamcade.play.contexts import Contexts
     from dreamcade.play.live import LiveInput, input_messages
@@ -152,7 +156,7 @@ def build_player(args: argparse.Namespace, outputs: Outputs) -> Player:
     start = args.data or (cfg.data.stores[0] if "world" in meta and cfg.data.stores else None)  # a world: all of its starts
     contexts = Contexts.load(start, spec, cfg.data.context, cfg.data.stores, cfg.data.val_fraction, seed)
     check_frames(contexts.first, model, cfg)
-    env = WorldModelEnv(model, sampler, device, seed, speed, upsampling)
+    env = WorldModelEnv(model, sampler, device, seed, speed, upsampler_steps(upsampling, args.upsampler_steps))
     try:
         live = LiveInput(spec, keymap, on_change=lambda text: print(f"play: {text}", file=sys.stderr))
     except ValueError as e:  # a key name the window does not know

@@ -139,8 +139,10 @@ def test_two_stages_train_into_one_world_that_plays_and_is_evaluated_at_full_siz
     # eval: every figure at the full size, with the bicubic widening of the model's own frames beside it
     from dreamcade.eval.__main__ import main as eval_main
     assert eval_main(["drift", "--checkpoint", str(world), "--out", str(tmp_path / "report"), "--steps", "1",
-                      *SMALL]) == 0
+                      "--upsampler-steps", "2", *SMALL]) == 0
     m = json.loads((tmp_path / "report" / "metrics.json").read_text())
+    assert m["sampler"]["upsampler"] == {"scale": 2, "size": "32x32", "dynamics_size": "16x16", "steps": 2,
+                                         "method": "euler"}
     assert "bicubic" in m["one_step"] and m["rollouts"]["bicubic"]["psnr"]["pooled"] is not None
     assert "widened bicubically" in (tmp_path / "report" / "index.html").read_text()
     # export of the run writes the same two stages
@@ -165,6 +167,8 @@ def test_a_two_stage_world_missing_its_upsampler_is_refused_in_one_line(tmp_path
     assert r.returncode != 0
     line = [x for x in r.stderr.splitlines() if x.startswith("error")]
     assert len(line) == 1 and "upsampler" in line[0] and "is not there" in line[0] and "--resume" in line[0], r.stderr
+    r = in_process("play", "--checkpoint", str(tmp_path / "two"), "--upsampler-steps", "11", check=False)
+    assert r.returncode == 2 and "--upsampler-steps 11: sampler steps must be between 1 and 10" in r.stderr
     r = in_process("train", "--config", "tiny", "--data", str(store), f"out_dir={tmp_path}", "name=odd",
                    "upsampler.scale=3", "upsampler.crop=24", "--quiet", check=False)
     assert r.returncode != 0 and "not whole multiples of the upsampler's scale 3" in r.stderr
