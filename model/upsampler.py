@@ -111,27 +111,37 @@ class Upsampler(ModelMixin, ConfigMixin):
         cond = self.noise(edm.c_noise(sigma)) + self.level(context_level_feature(level))
         return speed(self.net, inp, cond)
 
+    def crops(self, frames: torch.Tensor, crop: int, generator: torch.Generator | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Training examples from full-size uint8 frames [B, 3, H, W]: a random crop x crop
+        square of each (at a multiple of `scale`) of the base (its own downscale, plus noise of a
+        level drawn in [0, cond_noise_max], widened) and of the target (the frame minus the base),
+        and the levels [B]."""
+        b, _, h, w = frames.shape
+        dev = frames.device
+        low = to_model(downscale(frames, self.scale))
+        level = torch.rand(b, device=dev, generator=generator) * self.config.cond_noise_max
+        base = self.condition(low, level, generator)
+        target = to_model(frames) - base
+        ch, cw = min(crop, h), min(crop, w)
+        ys = torch.randint(0, (h - ch) // self.scale + 1, (b,), generator=generator, device=dev) * self.scale
+        xs = torch.randint(0, (w - cw) // self.scale + 1, (b,), generator=generator, device=dev) * self.scale
+        rows = ys[:, None] + torch.arange(ch, device=dev)  # [B, ch]
+        cols = xs[:, None] + torch.arange(cw, device=dev)
+        pick = lambda t: t[torch.arange(b, device=dev)[:, None, None, None], torch.arange(3, device=dev)[None, :, None, None],
+                           rows[:, None, :, None], cols[:, None, None, :]]
+        return pick(base), pick(target), level
+
     def loss(self, frames: torch.Tensor, crop: int, generator: torch.Generator | None = None,
              speed: Speed = EAGER) -> torch.Tensor:
         """EDM loss on random crop x crop squares of full-size uint8 frames [B, 3, H, W] (each
         frame its own square, at a multiple of `scale`), against their own downscale."""
-        b, _, h, w = frames.shape
-        cfg, dev = self.config, frames.device
-        low = to_model(downscale(frames, self.scale))
-        level = torch.rand(b, device=dev, generator=generator) * cfg.cond_noise_max
-        base = self.condition(low, level, generator)
-        target = to_model(frames) - base
-        ch, cw = min(crop, h), min(crop, w)
-        ys = torch.randint(0, (h - ch) // self.scale + 1, (b,), generator=generator) * self.scale
-        xs = torch.randint(0, (w - cw) // self.scale + 1, (b,), generator=generator) * self.scale
-        rows = (ys[:, None] + torch.arange(ch)).to(dev)  # [B, ch]
-        cols = (xs[:, None] + torch.arange(cw)).to(dev)
-        pick = lambda t: t[torch.arange(b, device=dev)[:, None, None, None], torch.arange(3, device=dev)[None, :, None, None],
-                           rows[:, None, :, None], cols[:, None, None, :]]
-        base, target = pick(base), pick(target)
-        sigma = edm.sample_sigmas(b, cfg.p_mean, cfg.p_std, cfg.sigma_min, cfg.sigma_max, dev, generator)
+        cfg = self.config
+        base, target, level = self.crops(frames, crop, generator)
+        sigma = edm.sample_sigmas(len(base), cfg.p_mean, cfg.p_std, cfg.sigma_min, cfg.sigma_max, base.device,
+                                  generator)
         s = sigma[:, None, None, None]
-        x = target + s * torch.randn(target.shape, device=dev, generator=generator)
+        x = target + s * torch.randn(target.shape, device=base.device, generator=generator)
         out = self.inner(x, sigma, base, level, speed)
         target_f = (target - edm.c_skip(s, cfg.sigma_data) * x) / edm.c_out(s, cfg.sigma_data)
         return ((out - target_f) ** 2).mean()

@@ -107,6 +107,7 @@ def test_an_upsampler_learns_what_bicubic_cannot_draw(one_thread):
 def test_two_stages_train_into_one_world_that_plays_and_is_evaluated_at_full_size(tmp_path, monkeypatch):
     store = textured_store(tmp_path / "t.zarr")
     common = ["--config", "tiny", "--data", str(store), f"out_dir={tmp_path}", "name=two", "upsampler.scale=2",
+              "upsampler.sampler_steps=2",
               "upsampler.steps=6", "upsampler.channels=[8,16]", "upsampler.batch_size=4", "upsampler.crop=16",
               "train.steps=4", "train.sample_every=0", "train.threads=1", "--quiet"]
     in_process("train", *common)
@@ -148,11 +149,15 @@ def test_two_stages_train_into_one_world_that_plays_and_is_evaluated_at_full_siz
     # export of the run writes the same two stages
     in_process("export", str(run), "--out", str(tmp_path / "w2"))
     assert (tmp_path / "w2" / "upsampler" / "config.json").is_file()
-    # a student of the dynamics model keeps the teacher's upsampler: its world is two stages too
+    # a student of both stages: each in one step, its world two stages too
     in_process("distill", "--checkpoint", str(run), "--steps", "1", "--iterations", "2", "--batch-size", "4",
                "--threads", "1", "--quiet")
     student = tmp_path / "two-1step" / "world"
-    assert json.loads((student / "world.json").read_text())["upsampler"]["size"] == "32x32"
+    up = json.loads((student / "world.json").read_text())["upsampler"]
+    assert up["size"] == "32x32" and up["sampler_steps"] == 1 and up["method"] == "euler"
+    stats = [json.loads(x) for x in (tmp_path / "two-1step" / "upsampler" / "stats.jsonl").read_text().splitlines()]
+    assert stats[0]["step"] == 2 and "distill/loss" in stats[0] and "upsampler/psnr" in stats[-1]
+    assert "1 sampler steps, euler) draws it at 32x32" in (student / "README.md").read_text()
     assert play.main(["--checkpoint", str(student), "--frames", "4", "--seed", "0", "--threads", "1"]) == 0
 
 

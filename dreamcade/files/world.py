@@ -234,7 +234,9 @@ def export_world(run: str | Path, out: str | Path, data: list[str] | None = None
         if upsampler is not None:
             up = upsampler[0]
             (h, w), (lh, lw) = up.frame_size, up.low_size
+            u = upsampler[1].upsampler
             info["upsampler"] = {"scale": up.scale, "size": f"{w}x{h}", "dynamics_size": f"{lw}x{lh}",
+                                 "channels": list(u.channels), "sampler_steps": u.sampler_steps, "method": u.method,
                                  "step": int(upsampler[2]["step"]), "training": training_summary(stage.parent)}
         if meta.get("distilled"):  # a student of `dreamcade distill`: its training is the teacher's
             d = json.loads(meta["distilled"])
@@ -290,8 +292,8 @@ def model_card(info: dict, cfg: Config) -> str:
     if info.get("upsampler"):
         u, ut = info["upsampler"], info["upsampler"]["training"]
         lines.append(f"| two stages | the model above makes each frame at {u['dynamics_size']}; an upsampler "
-                     f"(`upsampler/`, {cfg.upsampler.channels}, {cfg.upsampler.sampler_steps} sampler steps, "
-                     f"{cfg.upsampler.method}) draws it at {u['size']} (x{u['scale']}); trained {u['step']:,} steps, "
+                     f"(`upsampler/`, {u['channels']}, {u['sampler_steps']} sampler steps, "
+                     f"{u['method']}) draws it at {u['size']} (x{u['scale']}); trained {u['step']:,} steps, "
                      f"{fig(ut.get('minutes'), '{:.1f} minutes')}; PSNR of real low frames upsampled "
                      f"{fig(ut.get('upsampler_psnr'), '{:.2f} dB')} (bicubic: {fig(ut.get('upsampler_psnr_bicubic'), '{:.2f} dB')}) |")
     if e:

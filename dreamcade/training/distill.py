@@ -42,7 +42,7 @@ from dreamcade.model.denoiser import EAGER, Denoiser, Speed
 from dreamcade.model.device import configure
 from dreamcade.model.runtime import Runtime
 from dreamcade.model.sampler import next_frame, sample, schedule
-from dreamcade.model.upsampler import STAGE
+from dreamcade.model.upsampler import STAGE, sampler_of
 from dreamcade.training.loop import Task, train
 from dreamcade.training.parts import build_data, prepare_run, run_output
 from dreamcade.training.settings import DistillSettings
@@ -155,20 +155,70 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
         if code:
             raise ConfigError(f"the distillation stopped (exit {code}); lower --lr")
         if tcfg.upsampler.scale > 1:
-            carry_upsampler(checkpoint, tcfg, cfg.run_dir)
+            second_stage(checkpoint, tcfg, cfg, settings, progress, resume)
     return cfg.run_dir
 
 
-def carry_upsampler(checkpoint: str | Path, tcfg: Config, run_dir: Path) -> None:
-    """A two-stage teacher's upsampler, into the student's run as its own second stage
-    (<student>/upsampler/model), and the student's world written with both. The upsampler
-    draws a frame in upsampler.sampler_steps steps already (1 in the presets: docs/recipe.md#screen-size)."""
-    from dreamcade.files.checkpoint import load_upsampler, save_model
+def upsampler_distill_loss(teacher, student, frames: torch.Tensor, crop: int, teacher_sampler, student_sampler,
+                           generator: torch.Generator | None = None, speed: Speed = EAGER) -> torch.Tensor:
+    """The upsampler's trajectory distillation: mean squared difference between the student's
+    sample and the teacher's from the same noise, on the same random crops of full-size frames
+    [B, 3, H, W] (model.upsampler.Upsampler.crops: base and level alike for both)."""
+    base, _, level = teacher.crops(frames, crop, generator)
+    noise = torch.randn(base.shape, device=base.device, generator=generator)
+    with torch.no_grad():
+        target = sample(lambda x, s: teacher(x, s, base, level, speed), noise, schedule(teacher_sampler, base.device),
+                        teacher_sampler.method)
+    out = sample(lambda x, s: student(x, s, base, level, speed), noise, schedule(student_sampler, base.device),
+                 student_sampler.method)
+    return ((out - target) ** 2).mean()
+
+
+def second_stage(checkpoint: str | Path, tcfg: Config, cfg: Config, settings: DistillSettings, progress: bool,
+                 resume: bool) -> None:
+    """A two-stage teacher's upsampler, as the student's second stage (<student>/upsampler/): a
+    student of it in settings.steps Euler steps when the teacher's draws in more (through the
+    loop, as the first stage: its own checkpoints and --resume), else the teacher's own; then
+    the student's world is written with both."""
+    from dreamcade.files.checkpoint import latest_checkpoint, load_upsampler, save_model
     from dreamcade.files.world import upsampler_folder
     from dreamcade.training.parts import write_world
+    from dreamcade.training.upsampling import measure, stage_config
 
-    up, up_cfg, meta = load_upsampler(upsampler_folder(checkpoint, tcfg))
-    save_model(run_dir / STAGE, up, up_cfg, int(meta["step"]))
-    print(f"its upsampler ({up_cfg.upsampler.sampler_steps} {up_cfg.upsampler.method} step(s)) is the teacher's",
-          file=sys.stderr)
-    write_world(run_dir)
+    teacher, up_cfg, meta = load_upsampler(upsampler_folder(checkpoint, tcfg))
+    u = up_cfg.upsampler
+    if u.sampler_steps <= settings.steps:
+        save_model(cfg.run_dir / STAGE, teacher, up_cfg, int(meta["step"]))
+        print(f"its upsampler is the teacher's ({u.sampler_steps} {u.method} step(s))", file=sys.stderr)
+        write_world(cfg.run_dir)
+        return
+    scfg = stage_config(cfg)
+    scfg.upsampler.sampler_steps, scfg.upsampler.method = settings.steps, "euler"
+    scfg.train.steps = settings.iterations or max(1, u.steps // 7)
+    scfg.train.batch_size = settings.batch_size or u.batch_size
+    tsampler, ssampler = sampler_of(up_cfg), sampler_of(scfg)
+    up_train, up_val = build_data(scfg, scale=1)
+    print(f"distilling its upsampler ({u.sampler_steps} {u.method} steps) into {settings.steps} step(s), "
+          f"{scfg.train.steps} iterations of {scfg.train.batch_size} crops", file=sys.stderr)
+
+    def task(c: Config, data, device: torch.device) -> Task:
+        frozen, speed = configure(teacher, device, tcfg.train.precision, tcfg.train.channels_last)
+        frozen.eval().requires_grad_(False)
+        student = copy.deepcopy(frozen).train().requires_grad_(True)
+
+        def finish(saved, step: int, log) -> dict[str, str]:
+            if up_val is not None:
+                figures = measure(saved, up_val, scfg, device, Speed(speed.autocast))
+                log(step, {f"{STAGE}/{k}": v for k, v in figures.items()})
+                print(f"its upsampler in {settings.steps} step(s): {figures['psnr']:.2f} dB on held-out frames "
+                      f"(bicubic {figures['psnr_bicubic']:.2f} dB)", file=sys.stderr)
+            return {}
+
+        loss = lambda batch: upsampler_distill_loss(frozen, student, batch.frames[:, -1], u.crop, tsampler, ssampler,
+                                                    speed=speed)
+        return Task(student, loss, speed, "distill", finish, int(meta["step"]), figures=False, world=False)
+
+    resume_from = prepare_run(scfg, resume and latest_checkpoint(scfg.run_dir) is not None, "--name <new name>")
+    if train(scfg, up_train, up_val, resume_from, progress, task):
+        raise ConfigError("the upsampler's distillation stopped; lower --lr")
+    write_world(cfg.run_dir)
