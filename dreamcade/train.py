@@ -51,7 +51,6 @@ def run(args: argparse.Namespace) -> int:
 
     from dreamcade.dataset.store import absolute
     from dreamcade.files.checkpoint import latest_checkpoint
-    has_checkpoint = lambda folder: latest_checkpoint(folder) is not None
     from dreamcade.files.config_file import load_config, to_dict
     from dreamcade.training.loop import denoising, train
     from dreamcade.training.parts import build_data, check_resume, prepare_run, run_output, write_world
@@ -77,8 +76,8 @@ def run(args: argparse.Namespace) -> int:
             return rc
         up = stage_config(cfg)
         up_train, up_val = build_data(up, scale=1)
-        rc = train(up, up_train, up_val, prepare_run(up, args.resume and has_checkpoint(up.run_dir)),
-                   progress=not args.quiet, task=upsampling(up_val))
+        resume_up = args.resume and latest_checkpoint(up.run_dir) is not None  # else it starts
+        rc = train(up, up_train, up_val, prepare_run(up, resume_up), progress=not args.quiet, task=upsampling(up_val))
         if rc == 0:
             write_world(cfg.run_dir)
         return rc

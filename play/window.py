@@ -319,8 +319,10 @@ class Player:
         state = "PAUSED  " if self.paused else ""
         saving = f"SAVING {self.session.writer.n_frames} frames  " if self.session else ""
         health = "n/a" if self.health.value is None else f"{self.health.value:.2f}"
+        up = self.env.upsampling
+        stage2 = "" if up is None else f"  upsampler x{up.scale} {up.sampler.steps} {up.sampler.method}"
         lines = [(f"{state}{self.fps_now:5.1f} fps  model {self.model_ms:5.1f} ms/frame  steps {s.steps} {s.method}  "
-                  f"noise {s.context_noise:.2f}", grey),
+                  f"noise {s.context_noise:.2f}{stage2}", grey),
                  (f"{saving}frame {self.frames_done}  health {health} (sharpness vs real)  "
                   f"views: {' | '.join(n for n, _ in self.panels())}", grey)]
         warning = self.health.warning

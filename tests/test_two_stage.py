@@ -137,6 +137,12 @@ def test_two_stages_train_into_one_world_that_plays_and_is_evaluated_at_full_siz
                       "--seed", "0", "--threads", "1", "--steps", "1"]) == 0
     session = open_store(tmp_path / "s.zarr")
     assert session.frame_shape == (32, 32, 3) and len(session) >= 12
+    p = play.build(play.parse_args(["--checkpoint", str(world), "--seed", "0", "--threads", "1", "--fps", "0"]))
+    try:
+        p.run(3)
+        assert p.frame.shape == (32, 32, 3) and "upsampler x2 2 euler" in p.hud_lines()[0][0]
+    finally:
+        p.close()
     # eval: every figure at the full size, with the bicubic widening of the model's own frames beside it
     from dreamcade.eval.__main__ import main as eval_main
     assert eval_main(["drift", "--checkpoint", str(world), "--out", str(tmp_path / "report"), "--steps", "1",

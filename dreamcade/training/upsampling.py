@@ -8,6 +8,7 @@ the run's world/ is written with both stages."""
 from __future__ import annotations
 
 import copy
+
 import numpy as np
 import torch
 
@@ -21,6 +22,7 @@ from dreamcade.model.device import configure
 from dreamcade.model.sampler import schedule
 from dreamcade.model.upsampler import STAGE, Upsampler, sampler_of
 from dreamcade.training.loop import Task
+
 
 def stage_config(cfg: Config) -> Config:
     """The upsampler's run: <run>/upsampler, upsampler.steps and .batch_size as the loop's, no
