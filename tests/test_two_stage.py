@@ -186,3 +186,13 @@ def test_a_two_stage_world_missing_its_upsampler_is_refused_in_one_line(tmp_path
     r = in_process("train", "--config", "tiny", "--data", str(store), f"out_dir={tmp_path}", "name=crop",
                    "upsampler.scale=2", "upsampler.crop=5", "--quiet", check=False)
     assert r.returncode != 0 and "upsampler.crop must be a multiple of upsampler.scale (2)" in r.stderr
+
+
+def test_the_screen_demo_builds_its_store_at_the_size_a_two_stage_preset_shows():
+    from dreamcade.demo import check_args, parse_args
+
+    two = parse_args(["--screen", "--preset", "screen-128"])
+    assert two.size == "128x72" and two.preset == "screen-128"
+    check_args(two)
+    assert parse_args(["--screen"]).size == "64x36"
+    assert parse_args(["--screen", "--preset", "screen-128", "--size", "64x36"]).size == "64x36"

@@ -5,6 +5,8 @@
         config.json                         the denoiser's arguments (frame size, control spec, ...)
                                             and the run's config and step
         diffusion_pytorch_model.safetensors the EMA weights (never a pickle)
+      upsampler/                            a two-stage world's second stage (model/upsampler.py), a
+                                            model folder of the same layout; absent for one stage
       reference.zarr/                       real episode starts (frames and actions) of the game: what
                                             play starts from and what health is measured against
       world.json                            where it came from: data, training, eval figures, commands
