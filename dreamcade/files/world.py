@@ -82,9 +82,11 @@ def upsampler_folder(path: str | Path, cfg: Config) -> Path | None:
     for folder in (home / STAGE, home / STAGE / MODEL_DIR):
         if (folder / CONFIG_FILE).is_file():
             return folder
+    fix = ("export the world again from its run (`dreamcade export RUN --out WORLD`) once the run's upsampler is "
+           "trained (`dreamcade train --config RUN/config.yaml --resume`)" if is_world(path) else
+           f"finish its training (`dreamcade train --config {home / 'config.yaml'} --resume`)")
     raise CheckpointError(f"{home / STAGE}: the model is the first of two stages (upsampler.scale "
-                          f"{cfg.upsampler.scale}) and its upsampler is not there; finish its training "
-                          f"(`dreamcade train --config {home / 'config.yaml'} --resume`) or export the world again")
+                          f"{cfg.upsampler.scale}) and its upsampler is not there; {fix}")
 
 
 # -- export -------------------------------------------------------------------------------------------
