@@ -163,11 +163,12 @@ def load_model(path: str | Path, device: str | torch.device = "cpu",
     return model.to(device).eval(), cfg, meta
 
 
-def _load_folder(folder: Path) -> tuple[Denoiser, Config, dict]:
-    again = "save or export it again"
+def _read_folder(folder: Path, again: str, what: str = "the model folder") -> tuple[Path, Path, dict]:
+    """(weights file, config file, config.json's mapping) of a model folder, both files there,
+    the weights complete and the config readable JSON; CheckpointError ending in `again` else."""
     for name in (CONFIG_FILE, WEIGHTS_FILE):
         if not (folder / name).is_file():
-            raise CheckpointError(f"{folder / name}: missing from the model folder; {again}")
+            raise CheckpointError(f"{folder / name}: missing from {what}; {again}")
     weights, config = folder / WEIGHTS_FILE, folder / CONFIG_FILE
     check_complete(weights)
     try:
@@ -176,6 +177,12 @@ def _load_folder(folder: Path) -> tuple[Denoiser, Config, dict]:
             raise ValueError(f"the file holds a {type(raw).__name__}, not a mapping")
     except (OSError, ValueError) as e:
         raise CheckpointError(f"{config}: not readable JSON ({e}); {again}") from None
+    return weights, config, raw
+
+
+def _load_folder(folder: Path) -> tuple[Denoiser, Config, dict]:
+    again = "save or export it again"
+    weights, config, raw = _read_folder(folder, again)
     if raw.get("_class_name") == "World":
         return _load_world_format_1(folder, raw)
     ours = raw.get("_dreamcade")
@@ -201,22 +208,16 @@ def load_upsampler(folder: str | Path) -> tuple[torch.nn.Module, Config, dict]:
     metadata), everything checked as load_model checks a denoiser."""
     from dreamcade.model.upsampler import Upsampler
 
-    folder = Path(folder)
     again = "train its second stage again (`dreamcade train ... --resume`) or export the world again"
-    for name in (CONFIG_FILE, WEIGHTS_FILE):
-        if not (folder / name).is_file():
-            raise CheckpointError(f"{folder / name}: missing from the upsampler's folder; {again}")
-    weights, config = folder / WEIGHTS_FILE, folder / CONFIG_FILE
-    check_complete(weights)
+    weights, config, raw = _read_folder(Path(folder), again, "the upsampler's folder")
     try:
-        raw = json.loads(config.read_text())
         ours = raw["_dreamcade"]
         if raw.get("_class_name") != Upsampler.__name__ or ours.get("format") != MODEL_FORMAT:
             raise ValueError(f"its _class_name is {raw.get('_class_name')!r}, not {Upsampler.__name__!r}")
         cfg = from_dict(Config, ours["config"], where=f"{config} _dreamcade.config")
         cfg.check()
         model = Upsampler(**{k: raw[k] for k in Upsampler.init_keys()})
-    except (OSError, ConfigError, KeyError, ValueError, TypeError, AttributeError) as e:
+    except (ConfigError, KeyError, ValueError, TypeError, AttributeError) as e:
         raise CheckpointError(f"{config}: not a dreamcade upsampler ({type(e).__name__}: {e}); {again}") from None
     _load_weights(model, weights, f"{config}'s arguments")
     return model.eval(), cfg, {"step": str(ours.get("step", 0))}
