@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test test-fast install demo demo-screen demo-screen-128 bench bench-gpu clean
+.PHONY: test test-fast install web demo demo-screen demo-screen-128 bench bench-gpu clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,6 +12,11 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 install: $(VENV)/.installed
+
+# onnxruntime-web from the npm registry, once, into dreamcade/web/node_modules: the runtime that
+# `dreamcade export --web` copies into a web folder (docs/web.md)
+web:
+	cd dreamcade/web && npm ci --no-audit --no-fund
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
