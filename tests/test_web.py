@@ -96,6 +96,60 @@ def test_web_export_refuses_in_one_line_without_losing_anything(tmp_path, monkey
     assert "--webgpu goes with --web" in capsys.readouterr().err
 
 
+def page_noise(seed: int):
+    """The page's noise (play.js `generator`: mulberry32 and Box-Muller), n numbers at a time."""
+    import math
+
+    state = seed & 0xFFFFFFFF
+
+    def uniform() -> float:
+        nonlocal state
+        state = (state + 0x6D2B79F5) & 0xFFFFFFFF
+        t = state
+        t = ((t ^ (t >> 15)) * (t | 1)) & 0xFFFFFFFF
+        t = (t ^ ((t + ((t ^ (t >> 7)) * (t | 61))) & 0xFFFFFFFF)) & 0xFFFFFFFF
+        return ((t ^ (t >> 14)) & 0xFFFFFFFF) / 4294967296
+
+    def draw(n: int) -> torch.Tensor:
+        out = np.zeros(n, np.float32)
+        for i in range(0, n, 2):
+            r, th = math.sqrt(-2 * math.log(1 - uniform())), 2 * math.pi * uniform()
+            out[i] = r * math.cos(th)
+            if i + 1 < n:
+                out[i + 1] = r * math.sin(th)
+        return torch.from_numpy(out)
+    return draw
+
+
+def pytorch_frames(run: Path, page: Path, seed: int, n: int) -> list[np.ndarray]:
+    """The first `n` frames the page makes from its start 0 with no input held, made by the
+    PyTorch model from the same start and the page's noise (NextFrameGraph runs the sampler as
+    model.sampler.next_frame does, with the noise given)."""
+    from dreamcade.files.inference import load_for_inference
+    from dreamcade.web.graphs import NextFrameGraph
+
+    info = json.loads((page / "world.json").read_text())
+    model, cfg, *_ = load_for_inference(run)
+    (h, w), L, A = info["model_size"], info["context"], info["actions"]
+    blob = (page / "starts.bin").read_bytes()
+    ctx = torch.from_numpy(np.frombuffer(blob, np.uint8, L * h * w * 3).reshape(L, h, w, 3).copy())
+    ctx = ctx.permute(0, 3, 1, 2).float()[None] / 127.5 - 1
+    a0 = info["starts"]["actions_offset"]
+    actions = torch.from_numpy(np.frombuffer(blob, "<f4", L * A, a0).reshape(1, L, A).copy())
+    mask = torch.from_numpy(np.frombuffer(blob, np.uint8, L, info["starts"]["mask_offset"]).astype(np.float32))[None]
+    graph, randn, out = NextFrameGraph(model, cfg.sampler), page_noise(seed), []
+    for _ in range(n):
+        actions[0, -1] = torch.from_numpy(model.spec.one_hot(0))  # nothing held: action 0
+        noise, context_noise = randn(3 * h * w).reshape(1, 3, h, w), randn(L * 3 * h * w).reshape(1, L, 3, h, w)
+        with torch.no_grad():
+            frame = graph(ctx, actions, mask, noise, context_noise)
+        ctx = torch.cat([ctx[:, 1:], frame[:, None]], 1)
+        actions = torch.cat([actions[:, 1:], torch.zeros(1, 1, A)], 1)
+        mask = torch.cat([mask[:, 1:], torch.ones(1, 1)], 1)
+        out.append(((frame[0].permute(1, 2, 0) + 1) * 127.5).round().clamp(0, 255).numpy().astype(np.uint8))
+    return out
+
+
 def block_centre(rgb: list[int], size: int = 16) -> np.ndarray:
     """(x, y) of the block game's yellow block in a frame given as RGB bytes."""
     f = np.asarray(rgb, np.uint8).reshape(size, size, 3)
@@ -130,6 +184,15 @@ def test_the_page_plays_the_world_in_chromium_with_the_keys_held(tmp_path, block
     server = Server(page)
     try:
         with Browser() as b:
+            # the page's frames are the PyTorch model's from the same start and noise
+            b.open(server.url + "?pace=0&seed=7&start=0&stop=4")
+            b.wait("r.stopped", 60)
+            made = np.asarray(b.evaluate("window.dreamcade.first_frames()"), np.uint8).reshape(4, 16, 16, 3)
+            ref = np.stack(pytorch_frames(tmp_path / "tiny", page, 7, 4))
+            diff = np.abs(made.astype(int) - ref.astype(int))
+            print(f"page against PyTorch, 4 frames: {diff.mean():.3f} levels mean, {diff.max()} max")
+            assert diff.mean() <= 2.0 and (diff > 0).mean() < 0.1 and (ref[-1] != ref[0]).any()
+
             b.open(server.url + "?pace=0&seed=3")
             first = b.wait("r.frames >= 1", 60)
             assert first["backend"] == "WebAssembly (1 thread)"
@@ -160,3 +223,15 @@ def test_the_page_plays_the_world_in_chromium_with_the_keys_held(tmp_path, block
                  if not band["low"][k] <= snap["means"][k] <= band["high"][k]), None)
     assert snap["out"] == (list(side) if side else None)
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
+
+    # --webgpu bundles the WebGPU build too; a browser without WebGPU (this one) runs WebAssembly and says so
+    in_process("export", str(tmp_path / "tiny"), "--web", str(tmp_path / "gpu"), "--webgpu", "--starts", "1")
+    assert (tmp_path / "gpu" / "runtime" / "ort.webgpu.min.mjs").is_file()
+    server = Server(tmp_path / "gpu")
+    try:
+        with Browser() as b:
+            b.open(server.url + "?stop=3")
+            r = b.wait("r.stopped", 60)
+    finally:
+        server.close()
+    assert r["backend"] in ("WebGPU", "WebAssembly (1 thread)") and r["frames"] == 3

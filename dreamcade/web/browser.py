@@ -147,8 +147,16 @@ class Browser:
 
     # -- the page ------------------------------------------------------------------------------------
 
-    def open(self, url: str) -> None:
+    def open(self, url: str, timeout: float = 30.0) -> None:
+        """Navigate to `url` and return once the new document is the page's (the old one's
+        report is never read as the new one's)."""
+        self.evaluate("window.__left = true")
         self.call("Page.navigate", url=url)
+        end = time.monotonic() + timeout
+        while self.evaluate("window.__left === true"):
+            if time.monotonic() > end:
+                raise BrowserError(f"chromium: {url} did not load in {timeout:.0f} s")
+            time.sleep(0.02)
 
     def evaluate(self, expression: str):
         """A JavaScript expression's value (JSON-able), awaited when it is a promise."""

@@ -4,7 +4,8 @@
 // the HUD's frames/s and health (play's health figures against the band of real frames).
 // The graphs draw no noise: the page gives them Gaussian noise from a seeded generator.
 // URL options: ?start=K (the start context), seed=N, pace=0 (as fast as it can, not at the
-// recording's frames/s), backend=wasm (WebAssembly even where WebGPU is).
+// recording's frames/s), stop=N (stop after N frames), backend=wasm (WebAssembly even where
+// WebGPU is).
 // window.dreamcade is the page's own report (what a test reads).
 
 const params = new URLSearchParams(location.search);
@@ -284,6 +285,7 @@ async function main() {
   const health = new Health(world.health, world.size);
   const randn = generator(Number(params.get('seed') || 0));
   const pace = params.get('pace') !== '0';
+  const stop = Number(params.get('stop') || Infinity);
   const context = new Float32Array(L * 3 * h * w);  // [L, 3, h, w] in [-1, 1]
   const actions = new Float32Array(L * A);
   const mask = new Float32Array(L);
@@ -370,13 +372,17 @@ async function main() {
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
   const times = [], ticks = [];
   let outFrames = 0;
+  const firstFrames = [];  // the first frames made, for tests
+  report.first_frames = () => firstFrames;
   for (;;) {
+    if (report.frames >= stop) { report.stopped = true; return; }
     if (paused) { await sleep(50); continue; }
     const t0 = performance.now();
     await step();
     const t1 = performance.now();
     if (report.frames === 0) report.first_frame_ms = t1;  // since the page began to load
     report.frames++;
+    if (report.frames <= 8) firstFrames.push(Array.from(shownRGB));
     times.push(t1 - t0); if (times.length > 100) times.shift();
     ticks.push(t1); while (ticks.length > 1 && ticks[0] < t1 - 2000) ticks.shift();
     if (health.out) outFrames++;
