@@ -3,6 +3,7 @@ world offline in a browser.
 
     OUT/
       index.html, play.js     the page (dreamcade/web/page/)
+      sw.js                   its service worker: the folder served cross-origin isolated (threads)
       next_frame.onnx         the dynamics model's next frame, its sampler unrolled (graphs.py)
       upsample.onnx           a two-stage world's second stage
       starts.bin              real start contexts: per start, the L context frames at the model's
@@ -33,6 +34,7 @@ PACKAGE = Path(__file__).parent / "node_modules" / "onnxruntime-web"
 WASM_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 WEBGPU_FILES = ("ort.webgpu.min.mjs", "ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.wasm")
 HEALTH_WINDOW = 30
+PAGE_FILES = ("index.html", "play.js", "sw.js")
 MIT = """MIT License
 
 Copyright (c) Microsoft Corporation.
@@ -136,7 +138,7 @@ def export_web(path: str | Path, out: str | Path, *, data: list[str] | None = No
                 "controls": controls(model.spec), "health": health_band(contexts),
                 "runtime": copy_runtime(dist, tmp / "runtime", webgpu), "command": command}
         (tmp / "world.json").write_text(json.dumps(info, indent=1) + "\n")
-        for f in ("index.html", "play.js"):
+        for f in PAGE_FILES:
             shutil.copy(PAGE / f, tmp / f)
         (tmp / "README.md").write_text(readme(info))
         info["bytes"] = sum(f.stat().st_size for f in tmp.rglob("*") if f.is_file())

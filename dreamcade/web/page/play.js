@@ -5,7 +5,9 @@
 // The graphs draw no noise: the page gives them Gaussian noise from a seeded generator.
 // URL options: ?start=K (the start context), seed=N, pace=0 (as fast as it can, not at the
 // recording's frames/s), stop=N (stop after N frames), backend=wasm (WebAssembly even where
-// WebGPU is).
+// WebGPU is), threads=1 (one WebAssembly thread).
+// Several WebAssembly threads need the page to be cross-origin isolated: sw.js serves the
+// folder with the headers for it, so the first visit registers it and loads the page again.
 // window.dreamcade is the page's own report (what a test reads).
 
 const params = new URLSearchParams(location.search);
@@ -256,7 +258,24 @@ const WARNINGS = { 'sharpness low': 'frames are blurring', 'sharpness high': 'fr
 
 // -- the world ----------------------------------------------------------------------------------
 
+// true when the page is being loaded again under its service worker (see sw.js)
+async function isolate() {
+  if (self.crossOriginIsolated || params.get('threads') === '1' || !('serviceWorker' in navigator)
+      || !self.isSecureContext) return false;
+  const tried = sessionStorage.getItem('dreamcade-isolate');
+  if (tried !== null) return false;  // once: a browser that will not isolate runs on one thread
+  sessionStorage.setItem('dreamcade-isolate', String(Date.now()));
+  await navigator.serviceWorker.register('sw.js');
+  await navigator.serviceWorker.ready;
+  location.reload();
+  return true;
+}
+
 async function main() {
+  const began = Number(sessionStorage.getItem('dreamcade-isolate')) || null;  // the first load's time
+  if (await isolate()) return;
+  sessionStorage.removeItem('dreamcade-isolate');
+  const sinceLoad = () => (began ? Date.now() - began : performance.now());
   const world = await (await fetch('world.json')).json();
   const [H, W] = world.size, [h, w] = world.model_size, L = world.context, A = world.actions;
   document.getElementById('title').textContent = `${world.name} (${W}x${H})`;
@@ -265,12 +284,14 @@ async function main() {
   const backend = gpu ? 'webgpu' : 'wasm';
   const ort = await import('./' + (gpu ? world.runtime.webgpu : world.runtime.wasm));
   ort.env.wasm.wasmPaths = new URL('runtime/', location.href).href;
-  const threads = self.crossOriginIsolated ? Math.min(4, navigator.hardwareConcurrency || 1) : 1;
+  const threads = self.crossOriginIsolated && params.get('threads') !== '1'
+    ? Math.min(4, navigator.hardwareConcurrency || 1) : 1;
   ort.env.wasm.numThreads = threads;
   const options = { executionProviders: [backend], graphOptimizationLevel: 'all' };
   const stages = [];
   for (const s of world.stages) stages.push(await ort.InferenceSession.create(s.file, options));
   report.backend = backend === 'webgpu' ? 'WebGPU' : `WebAssembly (${threads} thread${threads > 1 ? 's' : ''})`;
+  report.threads = backend === 'webgpu' ? null : threads;
 
   const starts = await (await fetch(world.starts.file)).arrayBuffer();
   const perStart = L * h * w * 3 + H * W * 3;
@@ -380,7 +401,7 @@ async function main() {
     const t0 = performance.now();
     await step();
     const t1 = performance.now();
-    if (report.frames === 0) report.first_frame_ms = t1;  // since the page began to load
+    if (report.frames === 0) report.first_frame_ms = sinceLoad();  // since the page began to load
     report.frames++;
     if (report.frames <= 8) firstFrames.push(Array.from(shownRGB));
     times.push(t1 - t0); if (times.length > 100) times.shift();
