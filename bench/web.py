@@ -1,6 +1,7 @@
 """The web page's speed in a real browser on this machine: a world exported with
 `dreamcade export --web` (dreamcade/web), served locally and played in headless Chromium as fast
-as it can (?pace=0) with WebAssembly, a key held throughout; frames/s and ms per frame over the
+as it can (?pace=0) with WebAssembly on one thread and on as many as the page takes (2 on 2
+cores, cross-origin isolated by its service worker), a key held throughout; frames/s and ms per frame over the
 measured frames (after a warm-up), the time from the page's load to its first frame, the
 folder's size, and the frames whose last 30 were outside the world's health band.
 
@@ -65,14 +66,15 @@ def web_folder(path: Path, folder: Path) -> Path:
     return out
 
 
-def measure(page: Path, frames: int) -> dict:
-    """Play the page in headless Chromium as fast as it can, the right arrow held."""
+def measure(page: Path, frames: int, one_thread: bool) -> dict:
+    """Play the page in headless Chromium as fast as it can, the right arrow held (on one
+    WebAssembly thread, or as many as the page takes)."""
     from dreamcade.web.browser import Browser, Server
 
     server = Server(page)
     try:
         with Browser() as b:
-            b.open(server.url + "?pace=0&seed=0")
+            b.open(server.url + "?pace=0&seed=0" + ("&threads=1" if one_thread else ""))
             first = b.wait("r.frames >= 1", 120)
             b.key("right", True)
             warm = max(10, frames // 10)
@@ -107,7 +109,8 @@ def main() -> None:
         pages = ([web_folder(path, Path(tmp)) for path in args.paths] if args.paths else
                  [random_world(preset, Path(tmp)) for preset in ("demo", "screen-128")])
         for page in pages:
-            rows.append(measure(page, args.frames))
+            for one_thread in (True, False):
+                rows.append(measure(page, args.frames, one_thread))
     report("web", rows, ["world", "frame", "steps", "backend", "fps", "ms_per_frame", "first_frame_ms", "MB",
                          "out_of_band_frames", "goal_fps", "meets_goal"])
 

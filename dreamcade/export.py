@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from pathlib import Path
 
 from dreamcade.dataset.errors import boundary, plural
 
@@ -66,6 +67,8 @@ def run_web(args: argparse.Namespace, command: str) -> int:
                       overwrite=args.overwrite, command=command)
     h, w = info["size"]
     steps = " + ".join(f"{s['steps']}" for s in info["stages"])
+    if info["model"] != str(Path(args.run)):
+        print(f"taking the 1-step student beside the run: {info['model']}")
     print(f"wrote {args.web}: {info['name']} at {w}x{h} ({'a 1-step student, ' if info['student'] else ''}"
           f"{steps} sampler steps a frame), {plural(info['starts']['count'], 'start')}, "
           f"{info['bytes'] / 1e6:.1f} MB; open it with `python -m http.server` in that folder (docs/web.md)")

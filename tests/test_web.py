@@ -11,12 +11,11 @@ import pytest
 import torch
 
 from conftest import in_process, run_cli
-from dreamcade.dataset import open_store
 from dreamcade.dataset.pixels import LEVEL
 
 onnxruntime = pytest.importorskip("onnxruntime")
 from dreamcade.web.browser import Browser, Server, chromium_path  # noqa: E402
-from dreamcade.web.folder import PACKAGE, runtime_dist  # noqa: E402
+from dreamcade.web.folder import PACKAGE  # noqa: E402
 
 HAVE_RUNTIME = (PACKAGE / "dist").is_dir() or bool(os.environ.get("DREAMCADE_ORT_WEB"))
 needs_runtime = pytest.mark.skipif(not HAVE_RUNTIME, reason="onnxruntime-web is not installed: `make web`")

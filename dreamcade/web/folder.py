@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dreamcade.dataset.errors import UserError, plural
+from dreamcade.dataset.errors import UserError
 
 WEB_FORMAT = "dreamcade.web"
 WEB_VERSION = 1
@@ -250,7 +250,8 @@ Open it: in this folder run
     python -m http.server 8000
 
 and open http://localhost:8000 in a browser (a page opened as a file:// cannot load its model).
-Arrow keys / WASD and space (or a gamepad) play; R starts again from a real frame; P pauses.
+The page lists the controls below the picture (the keys, mouse and gamepad inputs the world was
+recorded with); R starts again from a real frame, P pauses.
 
 Share it: zip this folder and send it; the one who gets it unzips it and does the same.
 The runtime is onnxruntime-web {info['runtime']['version']} (MIT licence, runtime/).
