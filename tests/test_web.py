@@ -203,6 +203,15 @@ def test_the_page_plays_the_world_in_chromium_with_the_keys_held(tmp_path, block
                 b.wait(f"r.frames >= {n + 12}", 60)
                 b.key(key, False)
                 where[key] = block_centre(b.evaluate("window.dreamcade.frame()"))
+            # a gamepad (DevTools has no gamepads to plug: the page's getGamepads answers one in
+            # the standard mapping with the d-pad's left, then its right, held)
+            for name, button in (("pad_left", 14), ("pad_right", 15)):
+                b.evaluate("navigator.getGamepads = () => [{axes: [0, 0, 0, 0], buttons: Array.from({length: 17}, "
+                           f"(_, i) => ({{pressed: i === {button}, value: i === {button} ? 1 : 0}}))}}]")
+                n = b.report()["frames"]
+                b.wait(f"r.frames >= {n + 12}", 60)
+                where[name] = block_centre(b.evaluate("window.dreamcade.frame()"))
+            b.evaluate("navigator.getGamepads = () => []")
             r = b.wait("r.frames >= 200", 120)
             snap = b.evaluate("window.dreamcade.snapshot()")
             png = b.screenshot()
@@ -212,6 +221,7 @@ def test_the_page_plays_the_world_in_chromium_with_the_keys_held(tmp_path, block
           f"{first['first_frame_ms']:.0f} ms, health {r['health']}, block {where}")
     assert where["right"][0] - where["left"][0] >= 3, where
     assert where["down"][1] - where["up"][1] >= 3, where
+    assert where["pad_right"][0] - where["pad_left"][0] >= 3, where
     frames = np.asarray([snap["before"], snap["frame"]], np.uint8).reshape(2, 16, 16, 3)
     band = info["health"]
     levels = np.diff(np.asarray(band["levels_cdf"]), axis=1, prepend=0.0)

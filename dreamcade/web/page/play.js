@@ -117,19 +117,16 @@ class Input {
   }
 
   value(source, pad) {
-    const [kind, what, hat] = source.split(':').slice(0, 3);
+    const [kind, what, name, axis] = source.split(':');  // "key:left", "pad:axis:leftx", "pad:hat:0:x"
     if (kind === 'key' || (kind === 'mouse' && MOUSE_BUTTONS.includes(what))) {
       return this.held.has(source) || this.tapped.has(source) ? 1 : 0;
     }
     if (kind === 'mouse') return this.mouse[what] || 0;
     if (kind !== 'pad' || !pad) return 0;
     const btn = (i) => (pad.buttons[i] ? pad.buttons[i].value : 0);
-    if (what === 'button') return btn(PAD_BUTTONS[hat]) >= 0.5 ? 1 : 0;
-    if (what === 'axis') return hat in PAD_TRIGGERS ? btn(PAD_TRIGGERS[hat]) : (pad.axes[PAD_AXES[hat]] || 0);
-    if (what === 'hat') {  // the d-pad as SDL's hat: x is 1 for right, y is 1 for up
-      const axis = source.split(':')[3];
-      return axis === 'x' ? btn(15) - btn(14) : btn(12) - btn(13);
-    }
+    if (what === 'button') return btn(PAD_BUTTONS[name]) >= 0.5 ? 1 : 0;
+    if (what === 'axis') return name in PAD_TRIGGERS ? btn(PAD_TRIGGERS[name]) : (pad.axes[PAD_AXES[name]] || 0);
+    if (what === 'hat') return axis === 'x' ? btn(15) - btn(14) : btn(12) - btn(13);  // SDL's hat: y is 1 for up
     return 0;
   }
 
