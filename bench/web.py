@@ -85,7 +85,7 @@ def measure(page: Path, frames: int, one_thread: bool) -> dict:
             b.key("right", False)
     finally:
         server.close()
-    info = json.loads((page / "world.json").read_text())
+    info = json.loads((page / "web.json").read_text())
     size = sum(f.stat().st_size for f in page.rglob("*") if f.is_file())
     h, w = info["size"]
     steps = " + ".join(str(s["steps"]) for s in info["stages"])

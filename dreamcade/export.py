@@ -21,12 +21,13 @@ def parse_args(argv=None, prog: str = "dreamcade export") -> argparse.Namespace:
                        "offline in the browser (the run's 1-step student where one is beside it; docs/web.md)")
     p.add_argument("--webgpu", action="store_true", help="with --web: also bundle the WebGPU runtime (about 29 MB "
                    "more), used where the browser has WebGPU")
-    p.add_argument("--starts", type=int, default=16, help="with --web: start contexts kept (default: 16)")
+    p.add_argument("--starts", type=int, default=16, help="with --web: start contexts kept, spread over the episodes "
+                   "(default: 16; at most 4 an episode)")
     p.add_argument("--data", nargs="+", metavar="STORE", help="stores to take start contexts from "
                    "(default: the run's training stores, held-out episodes first)")
     p.add_argument("--report", help="an `eval drift` report of the run (its --out): its figures go in the card")
-    p.add_argument("--episodes", type=int, default=8, help="episodes of start contexts kept (default: 8)")
-    p.add_argument("--frames", type=int, default=500, help="frames kept of each (default: 500; at most "
+    p.add_argument("--episodes", type=int, default=8, help="with --out: episodes of start contexts kept (default: 8)")
+    p.add_argument("--frames", type=int, default=500, help="with --out: frames kept of each (default: 500; at most "
                    "24 MB of raw frames in all)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing world folder")
     args = p.parse_args(argv)
@@ -38,6 +39,8 @@ def parse_args(argv=None, prog: str = "dreamcade export") -> argparse.Namespace:
         p.error("--webgpu goes with --web")
     if args.web is not None and args.report:
         p.error("--report goes with --out (a world folder's card); a web folder has none")
+    if args.web is not None and args.data and len(args.data) > 1:
+        p.error("--data with --web: one store to take the start contexts from")
     return args
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from conftest import in_process, run_cli
+from dreamcade.dataset import open_store
 from dreamcade.dataset.pixels import LEVEL
 
 onnxruntime = pytest.importorskip("onnxruntime")
@@ -60,7 +61,7 @@ def test_the_graphs_give_the_pytorch_frames_from_the_same_inputs_and_noise(tmp_p
                                                context_noise=context_noise))
     diff = np.abs(out - ref.numpy()) / LEVEL
     print(f"next frame: {diff.mean():.3f} levels mean, {diff.max():.0f} max, {(diff > 0.5).mean():.1%} differ")
-    assert ref.std() > 0.05 and diff.mean() <= 2.0 and (diff > 0.5).mean() < 0.2
+    assert ref.std() > 0.05 and diff.mean() <= 0.25 and (diff > 0.5).mean() < 0.1
     # with another start noise the frame is another: the graph uses its noise
     other = run_graph(tmp_path / "nf.onnx", dict(context=context, actions=actions, mask=mask.float(),
                                                  noise=torch.randn(1, 3, 12, 16), context_noise=context_noise))
@@ -79,7 +80,7 @@ def test_the_graphs_give_the_pytorch_frames_from_the_same_inputs_and_noise(tmp_p
     out = run_graph(tmp_path / "up.onnx", dict(low=low, noise=torch.randn(1, 3, 24, 32, generator=g)))
     diff = np.abs(out - big.numpy()) / LEVEL
     print(f"upsample: {diff.mean():.3f} levels mean, {diff.max():.0f} max")
-    assert out.shape == (1, 3, 24, 32) and diff.mean() <= 2.0 and (diff > 0.5).mean() < 0.2
+    assert out.shape == (1, 3, 24, 32) and diff.mean() <= 0.25 and (diff > 0.5).mean() < 0.1
 
 
 def test_web_export_refuses_in_one_line_without_losing_anything(tmp_path, monkeypatch, capsys):
@@ -93,6 +94,49 @@ def test_web_export_refuses_in_one_line_without_losing_anything(tmp_path, monkey
     with pytest.raises(SystemExit):
         main([str(tmp_path / "run"), "--out", str(tmp_path / "w"), "--webgpu"])
     assert "--webgpu goes with --web" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "run"), "--web", str(tmp_path / "w"), "--data", "a.zarr", "b.zarr"])
+    assert "one store" in capsys.readouterr().err
+
+
+def test_a_run_is_exported_as_its_1_step_student_when_one_is_beside_it(tmp_path):
+    from dreamcade.web.folder import student_of
+
+    run, student = tmp_path / "demo", tmp_path / "demo-1step"
+    (run / "model").mkdir(parents=True)
+    assert student_of(run) is None
+    (student / "model").mkdir(parents=True)
+    (student / "distill.json").write_text(json.dumps({"teacher": str(tmp_path / "other")}))
+    assert student_of(run) is None  # a student of another run
+    (student / "distill.json").write_text(json.dumps({"teacher": str(run)}))
+    assert student_of(run) == student
+
+
+def test_the_starts_of_a_two_stage_world_hold_both_sizes(tmp_path):
+    """starts.bin, as play.js reads it: per start the context at the model's size (shrunk as
+    training shrinks it), the newest frame at the size shown, then the actions and the masks."""
+    from conftest import one_episode_store
+    from dreamcade.dataset.pixels import downscale
+    from dreamcade.model.upsampler import Bicubic
+    from dreamcade.play.contexts import Contexts
+    from dreamcade.web.folder import write_starts
+
+    store = one_episode_store(tmp_path / "s.zarr", n=40, size=16)
+    contexts = Contexts.load(str(store), open_store(store).spec, 3, [], 0.0, seed=0)
+    info = write_starts(tmp_path / "starts.bin", contexts, Bicubic(2), 3)
+    blob, L, A = (tmp_path / "starts.bin").read_bytes(), 3, 2
+    per = L * 8 * 8 * 3 + 16 * 16 * 3
+    assert info["count"] == 3 and info["frames_bytes"] == 3 * per and len(blob) == 3 * per + 3 * L * A * 4 + 3 * L
+    contexts = Contexts.load(str(store), open_store(store).spec, 3, [], 0.0, seed=0)  # the same picks again
+    for k in range(3):
+        frames, actions, mask, _ = contexts.pick(0)
+        low = np.frombuffer(blob, np.uint8, L * 8 * 8 * 3, k * per).reshape(L, 8, 8, 3)
+        full = np.frombuffer(blob, np.uint8, 16 * 16 * 3, k * per + L * 8 * 8 * 3).reshape(16, 16, 3)
+        shrunk = downscale(torch.as_tensor(frames).movedim(-1, -3), 2).movedim(-3, -1).numpy()
+        assert (low == shrunk).all() and (full == frames[-1]).all()
+        got = np.frombuffer(blob, "<f4", L * A, info["actions_offset"] + k * L * A * 4).reshape(L, A)
+        assert (got[:-1] == actions).all() and (got[-1] == 0).all()
+        assert (np.frombuffer(blob, np.uint8, L, info["mask_offset"] + k * L) == mask).all()
 
 
 def page_noise(seed: int):
@@ -127,7 +171,7 @@ def pytorch_frames(run: Path, page: Path, seed: int, n: int) -> list[np.ndarray]
     from dreamcade.files.inference import load_for_inference
     from dreamcade.web.graphs import NextFrameGraph
 
-    info = json.loads((page / "world.json").read_text())
+    info = json.loads((page / "web.json").read_text())
     model, cfg, *_ = load_for_inference(run)
     (h, w), L, A = info["model_size"], info["context"], info["actions"]
     blob = (page / "starts.bin").read_bytes()
@@ -172,14 +216,14 @@ def test_the_page_plays_the_world_in_chromium_with_the_keys_held(tmp_path, block
               "train.save_every=100000", "optim.lr=0.002", "diffusion.context_noise_max=0.1", timeout=600)
     page = tmp_path / "page"
     in_process("export", str(tmp_path / "tiny"), "--web", str(page), "--starts", "4")
-    info = json.loads((page / "world.json").read_text())
+    info = json.loads((page / "web.json").read_text())
     assert info["size"] == [16, 16] and info["controls"]["exclusive"] and info["starts"]["count"] == 4
     assert {"index.html", "play.js", "sw.js", "next_frame.onnx", "starts.bin"} <= {p.name for p in page.iterdir()}
     assert sorted(p.name for p in (page / "runtime").iterdir()) == sorted(
         ["LICENSE", "ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm"])
     assert "python -m http.server" in (page / "README.md").read_text()
     r = in_process("export", str(tmp_path / "tiny"), "--web", str(page), check=False)
-    assert r.returncode == 2 and "--overwrite" in r.stderr and (page / "world.json").is_file()
+    assert r.returncode == 2 and "--overwrite" in r.stderr and (page / "web.json").is_file()
 
     server = Server(page)
     try:
@@ -195,7 +239,9 @@ def test_the_page_plays_the_world_in_chromium_with_the_keys_held(tmp_path, block
 
             b.open(server.url + "?pace=0&seed=3")
             first = b.wait("r.frames >= 1", 60)
-            assert first["backend"].startswith("WebAssembly (") and first["threads"] >= 1
+            # cross-origin isolated by its service worker: as many threads as the machine has, up to 4
+            cores = b.evaluate("navigator.hardwareConcurrency")
+            assert first["backend"].startswith("WebAssembly (") and first["threads"] == min(4, cores)
             where = {}
             for key in ("left", "right", "up", "down", "left", "right", "up", "down"):
                 b.key(key, True)

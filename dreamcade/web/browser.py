@@ -77,8 +77,8 @@ class Browser:
                 "about:blank"]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             args.insert(1, "--no-sandbox")  # Chromium refuses to sandbox itself as root
-        # close_fds=False: the child's 3 and 4 are made after the fds are closed, so keep them
-        # (Python's own descriptors are not inherited anyway: PEP 446)
+        # close_fds=False: the fds are closed after preexec_fn runs, which would close the child's
+        # 3 and 4 again; Python's own descriptors are not inheritable anyway (PEP 446)
         self.proc = subprocess.Popen(args, close_fds=False, preexec_fn=descriptors, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
         os.close(r_in)
@@ -87,10 +87,14 @@ class Browser:
         self.buffer = b""
         self.next_id = 0
         self.session: str | None = None
-        target = self.call("Target.createTarget", url="about:blank")["targetId"]
-        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-        self.call("Page.enable")
-        self.call("Runtime.enable")
+        try:
+            target = self.call("Target.createTarget", url="about:blank")["targetId"]
+            self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+            self.call("Page.enable")
+            self.call("Runtime.enable")
+        except BaseException:
+            self.close()
+            raise
 
     def __enter__(self) -> Browser:
         return self
@@ -104,6 +108,7 @@ class Browser:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait()
         for fd in (self.w, self.r):
             try:
                 os.close(fd)
@@ -158,9 +163,16 @@ class Browser:
                 raise BrowserError(f"chromium: {url} did not load in {timeout:.0f} s")
             time.sleep(0.02)
 
-    def evaluate(self, expression: str):
-        """A JavaScript expression's value (JSON-able), awaited when it is a promise."""
-        r = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+    def evaluate(self, expression: str, tries: int = 50):
+        """A JavaScript expression's value (JSON-able), awaited when it is a promise. Asked again
+        when the page was loading itself again meanwhile (its service worker's reload)."""
+        try:
+            r = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        except BrowserError as e:
+            if tries <= 1 or "context" not in str(e).lower():
+                raise
+            time.sleep(0.1)
+            return self.evaluate(expression, tries - 1)
         if "exceptionDetails" in r:
             raise BrowserError(f"the page: {r['exceptionDetails'].get('text')} in {expression!r}")
         return r["result"].get("value")

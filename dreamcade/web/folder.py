@@ -8,7 +8,7 @@ world offline in a browser.
       upsample.onnx           a two-stage world's second stage
       starts.bin              real start contexts: per start, the L context frames at the model's
                               size (uint8 HWC), the newest at the size shown, the actions and mask
-      world.json              what the page reads: sizes, stages, starts, controls, health band
+      web.json                what the page reads: sizes, stages, starts, controls, health band
       runtime/                onnxruntime-web (WebAssembly; and WebGPU with --webgpu) and its licence
       README.md               how to open and share it
 
@@ -33,6 +33,7 @@ PAGE = Path(__file__).parent / "page"
 PACKAGE = Path(__file__).parent / "node_modules" / "onnxruntime-web"
 WASM_FILES = ("ort.wasm.min.mjs", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 WEBGPU_FILES = ("ort.webgpu.min.mjs", "ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.wasm")
+INFO_FILE = "web.json"
 HEALTH_WINDOW = 30
 PAGE_FILES = ("index.html", "play.js", "sw.js")
 MIT = """MIT License
@@ -95,12 +96,13 @@ def student_of(path: Path) -> Path | None:
 def export_web(path: str | Path, out: str | Path, *, data: list[str] | None = None, webgpu: bool = False,
                starts: int = 16, seed: int = 0, overwrite: bool = False, command: str = "") -> dict:
     """Write the web folder of the model at `path` (a run or world folder; a run's 1-step
-    student where one exists) beside `out` and move it into place whole; returns world.json's
+    student where one exists) beside `out` and move it into place whole; returns web.json's
     content."""
     from dreamcade.dataset.outputs import Output
     from dreamcade.files.frames import check_frames
     from dreamcade.files.inference import load_for_inference
     from dreamcade.files.world import is_world
+    from dreamcade.model.runtime import Runtime
     from dreamcade.play.contexts import Contexts
 
     dist = runtime_dist()
@@ -118,14 +120,18 @@ def export_web(path: str | Path, out: str | Path, *, data: list[str] | None = No
     path = Path(path)
     student = None if is_world(path) else student_of(path)
     model_path = student or path
-    model, cfg, meta, _, _, upsampling = load_for_inference(model_path)
-    if data and len(data) > 1:
-        raise WebExportError(f"--data {' '.join(data)}: the starts of a web folder come from one store; pass one")
+    # on the CPU in float32, eager: the graphs are traced from the model as it is
+    runtime = Runtime(device="cpu", precision="no", channels_last=False)
+    model, cfg, meta, _, _, upsampling = load_for_inference(model_path, runtime)
+    if cfg.sampler.churn > 0:
+        raise WebExportError(f"{model_path}: sampler.churn {cfg.sampler.churn:g}: the web graphs draw no noise of "
+                             "their own, so stochastic churn cannot be exported; train or distill with "
+                             "sampler.churn=0")
     start = data[0] if data else cfg.data.stores[0] if is_world(model_path) else None
     contexts = Contexts.load(start, model.spec, cfg.data.context, cfg.data.stores, cfg.data.val_fraction, seed)
     check_frames(contexts.first, model, cfg)
     output = Output(out, what="web folder", inputs=list(cfg.data.stores) + list(data or []), around=[model_path],
-                    overwrite=overwrite,
+                    overwrite=overwrite, option="--web",
                     replaces=is_web)
     with output as o:
         tmp = o.path
@@ -137,7 +143,7 @@ def export_web(path: str | Path, out: str | Path, *, data: list[str] | None = No
                 "starts": write_starts(tmp / "starts.bin", contexts, upsampling, starts),
                 "controls": controls(model.spec), "health": health_band(contexts),
                 "runtime": copy_runtime(dist, tmp / "runtime", webgpu), "command": command}
-        (tmp / "world.json").write_text(json.dumps(info, indent=1) + "\n")
+        (tmp / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n")
         for f in PAGE_FILES:
             shutil.copy(PAGE / f, tmp / f)
         (tmp / "README.md").write_text(readme(info))
@@ -147,14 +153,13 @@ def export_web(path: str | Path, out: str | Path, *, data: list[str] | None = No
 
 def is_web(path: Path) -> bool:
     try:
-        return json.loads((path / "world.json").read_text()).get("format") == WEB_FORMAT
+        return json.loads((path / INFO_FILE).read_text()).get("format") == WEB_FORMAT
     except (OSError, ValueError, AttributeError):
         return False
 
 
 def write_graphs(out: Path, model, cfg, upsampling, shown: tuple[int, int]) -> dict:
     """next_frame.onnx (and upsample.onnx); the sizes and sampler settings they were made with."""
-    from dreamcade.model.upsampler import upsampler_steps
     from dreamcade.web.graphs import (NEXT_FRAME, UPSAMPLE, NextFrameGraph, UpsampleGraph, export_graph,
                                       next_frame_inputs, upsample_inputs)
 
@@ -165,7 +170,7 @@ def write_graphs(out: Path, model, cfg, upsampling, shown: tuple[int, int]) -> d
     stages = [{"file": "next_frame.onnx", "inputs": list(NEXT_FRAME), "steps": s.steps, "method": s.method,
                "context_noise": s.context_noise, "hold_levels": s.hold_levels}]
     if upsampling is not None:
-        up = upsampler_steps(upsampling, None)
+        up = upsampling
         export_graph(UpsampleGraph(up.model, up.sampler), upsample_inputs(up.model, low), UPSAMPLE,
                      out / "upsample.onnx")
         stages.append({"file": "upsample.onnx", "inputs": list(UPSAMPLE), "steps": up.sampler.steps,

@@ -1,7 +1,8 @@
 """A world's stages as ONNX graphs for the browser: each graph makes one whole frame, the
 sampler's steps unrolled in it, from its inputs and the Gaussian noise it is given (the page
-draws the noise; the graph draws none), so the page's frames are the PyTorch model's frames
-from the same inputs and noise.
+draws the noise; the graph draws none), so the page's frames are those the PyTorch model makes
+from the same inputs and noise, to within the float16 storage of the weights (tests/test_web.py
+bounds the difference). Stochastic churn (sampler.churn > 0) has no place in them: export refuses it.
 
     next_frame.onnx  context [1, L, 3, h, w], actions [1, L, A], mask [1, L] (1 real, 0 padded),
                      noise [1, 3, h, w], context_noise [1, L, 3, h, w] -> frame [1, 3, h, w]

@@ -1,4 +1,4 @@
-// The page of a world exported with `dreamcade export RUN --web OUT`: it loads world.json, the
+// The page of a world exported with `dreamcade export RUN --web OUT`: it loads web.json, the
 // ONNX graphs of the model's stages and its start contexts, and plays the world in a loop:
 // input -> next frame (next_frame.onnx, then upsample.onnx in a two-stage world) -> screen, with
 // the HUD's frames/s and health (play's health figures against the band of real frames).
@@ -94,6 +94,13 @@ class Input {
     });
     addEventListener('mouseup', (e) => this.press('mouse:' + MOUSE_BUTTONS[e.button], false));
     addEventListener('mousemove', (e) => { this.mouse.dx += e.movementX; this.mouse.dy += e.movementY; });
+    canvas.addEventListener('contextmenu', (e) => e.preventDefault());
+  }
+
+  // forget what was pressed or moved while the world was paused
+  clear() {
+    this.tapped = new Set(this.held);
+    this.mouse.dx = this.mouse.dy = 0;
   }
 
   key(e, down) {
@@ -102,8 +109,8 @@ class Input {
     if (this.reads.has(name)) {
       e.preventDefault();
       this.press('key:' + name, down);
-    } else if (down && this.onKey) {
-      this.onKey(name);
+    } else if (down && !e.repeat && this.onKey && this.onKey(name)) {
+      e.preventDefault();  // the page's own key (F3 would open the find bar)
     }
   }
 
@@ -262,8 +269,12 @@ async function isolate() {
   const tried = sessionStorage.getItem('dreamcade-isolate');
   if (tried !== null) return false;  // once: a browser that will not isolate runs on one thread
   sessionStorage.setItem('dreamcade-isolate', String(Date.now()));
-  await navigator.serviceWorker.register('sw.js');
-  await navigator.serviceWorker.ready;
+  try {
+    await navigator.serviceWorker.register('sw.js');
+    await navigator.serviceWorker.ready;
+  } catch (e) {
+    return false;  // no service worker here: one thread
+  }
   location.reload();
   return true;
 }
@@ -273,7 +284,7 @@ async function main() {
   if (await isolate()) return;
   sessionStorage.removeItem('dreamcade-isolate');
   const sinceLoad = () => (began ? Date.now() - began : performance.now());
-  const world = await (await fetch('world.json')).json();
+  const world = await (await fetch('web.json')).json();
   const [H, W] = world.size, [h, w] = world.model_size, L = world.context, A = world.actions;
   document.getElementById('title').textContent = `${world.name} (${W}x${H})`;
   const gpu = world.runtime.webgpu && navigator.gpu && params.get('backend') !== 'wasm'
@@ -371,9 +382,12 @@ async function main() {
   const pick = (feeds, names) => Object.fromEntries(names.map((n) => [n, feeds[n]]));
   const resetKey = input.reads.has('r') ? 'f2' : 'r';
   const pauseKey = input.reads.has('p') ? 'f3' : 'p';
+  let pendingReset = false;  // applied between frames, never while one is being made
   input.onKey = (name) => {
-    if (name === resetKey) { startIndex = (startIndex + 1) % world.starts.count; reset(startIndex); }
-    if (name === pauseKey) paused = !paused;
+    if (name === resetKey) pendingReset = true;
+    else if (name === pauseKey) paused = !paused;
+    else return false;
+    return true;
   };
   document.getElementById('controls').textContent =
     input.describe().join('\n') + `\n${resetKey.toUpperCase()}: start again from a real frame   ` +
@@ -394,7 +408,8 @@ async function main() {
   report.first_frames = () => firstFrames;
   for (;;) {
     if (report.frames >= stop) { report.stopped = true; return; }
-    if (paused) { await sleep(50); continue; }
+    if (pendingReset) { pendingReset = false; startIndex = (startIndex + 1) % world.starts.count; reset(startIndex); }
+    if (paused) { input.clear(); await sleep(50); continue; }
     const t0 = performance.now();
     await step();
     const t1 = performance.now();
