@@ -44,9 +44,12 @@ GOAL_STEP_FPS = {"screen-128": (1, 1, 15.0)}
 """Goals of the distilled stages: (dynamics steps, upsampler steps, frames/s)."""
 
 
-def make_checkpoint(preset: str, folder: Path) -> tuple[Path, Path]:
-    """A random-init model of `preset` and a 2-episode store of moving bars at its size."""
+def make_checkpoint(preset: str, folder: Path, one_step: bool = False) -> tuple[Path, Path]:
+    """A random-init model of `preset` and a 2-episode store of moving bars at its size (with
+    `one_step`, every stage's sampler set to 1 step, as a distilled student's)."""
     cfg = load_config(f"configs/{preset}.yaml")
+    if one_step:
+        cfg.sampler.steps, cfg.upsampler.sampler_steps = 1, 1
     torch.manual_seed(0)
     run = folder / preset
     run.mkdir()

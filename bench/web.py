@@ -32,25 +32,10 @@ GOAL_FIRST_MS, GOAL_MB = 3000.0, 20.0
 
 def random_world(preset: str, folder: Path) -> Path:
     """A random-init run of `preset` with every stage in 1 step, exported as a web folder."""
-    import torch
-
-    from bench.play import SIZES, SPEC, make_checkpoint
-    from dreamcade.files.checkpoint import save_model
-    from dreamcade.files.config_file import load_config
-    from dreamcade.model.denoiser import Denoiser
-    from dreamcade.model.upsampler import STAGE
-    from dreamcade.training.upsampling import build_upsampler
+    from bench.play import make_checkpoint
     from dreamcade.web.folder import export_web
 
-    run, store = make_checkpoint(preset, folder)
-    cfg = load_config(f"configs/{preset}.yaml")
-    cfg.sampler.steps, cfg.upsampler.sampler_steps = 1, 1
-    w, h = SIZES[preset]
-    k = cfg.upsampler.scale
-    torch.manual_seed(0)
-    save_model(run, Denoiser.build(cfg.model, cfg.diffusion, SPEC, cfg.data.context, (h // k, w // k)), cfg, 0)
-    if k > 1:
-        save_model(run / STAGE, build_upsampler(cfg, (h, w)), cfg, 0)
+    run, store = make_checkpoint(preset, folder, one_step=True)
     out = folder / f"{preset}-web"
     export_web(run, out, data=[str(store)])
     return out
