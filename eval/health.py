@@ -99,11 +99,14 @@ def nearest(frames, bank, batch: int = 512) -> tuple[np.ndarray, np.ndarray]:
     b = hwc_to_unit(bank).flatten(1)  # [M, D]
     b2 = (b * b).sum(1)
     dist, index = [], []
-    for x in torch.split(hwc_to_unit(frames).flatten(1), batch):
+    for a in range(0, len(frames), batch):  # frames made float a batch at a time: 10,000 screen-size frames are gigabytes
+        x = hwc_to_unit(frames[a:a + batch]).flatten(1)
         d2 = (x * x).sum(1, keepdim=True) + b2[None] - 2 * x @ b.T  # [n, M]
         i = d2.argmin(1)
         dist.append(((x - b[i]) ** 2).mean(1).sqrt())
         index.append(i)
+    if not dist:
+        return np.zeros(0), np.zeros(0, np.int64)
     return torch.cat(dist).double().numpy(), torch.cat(index).numpy()
 
 
@@ -168,12 +171,16 @@ class FrameHealth:
                 "motion": self.motion, "detail": self.detail}
 
 
-def frame_health(frames: np.ndarray, ref: HealthReference) -> FrameHealth:
-    """Health of each frame of `frames` (uint8 [T, H, W, 3]) against `ref`."""
-    sharp = sharpness(frames)
+def frame_health(frames: np.ndarray, ref: HealthReference, batch: int = 256) -> FrameHealth:
+    """Health of each frame of `frames` (uint8 [T, H, W, 3]) against `ref`, `batch` frames at a
+    time (a long session at the size of the screen does not fit in memory as floats)."""
+    sharp = np.concatenate([sharpness(frames[a:a + batch]) for a in range(0, len(frames), batch)] or [np.zeros(0)])
     dist, index = nearest(frames, ref.bank)
-    return FrameHealth(sharp, colour_distance(frames, ref.levels), dist, frame_histograms(frames), motion(frames),
-                       ref.detail_ratio(sharp, index))
+    hist = [frame_histograms(frames[a:a + batch]) for a in range(0, len(frames), batch)]
+    move = [motion(frames[max(a - 1, 0):a + batch])[1 if a else 0:] for a in range(0, len(frames), batch)]
+    return FrameHealth(sharp, colour_distance(frames, ref.levels), dist,
+                       np.concatenate(hist) if hist else np.zeros((0, 3, BINS)),
+                       np.concatenate(move) if move else np.zeros(0), ref.detail_ratio(sharp, index))
 
 
 BAND_FACTOR = 2.0  # how far outside the real windows' range a figure may go and still count as healthy

@@ -72,13 +72,33 @@ def one_episode_store(path: Path, n: int = 120, size: int = 16) -> Path:
     return path
 
 
+def fixed_identity(src: Path, out: Path, created: str = "2026-01-01T00:00:00+0000") -> Path:
+    """A copy of the store `src` whose identity (its creation time) is `created`: its
+    train/validation split, a hash of that identity (dataset/windows.py), is the same in every run."""
+    from dreamcade.dataset import StoreWriter, open_store
+
+    s = open_store(src)
+    with StoreWriter(out, spec=s.spec, fps=s.fps, frame_size=(s.width, s.height), source=s.attrs["source"],
+                     extra_attrs={"created": created}) as w:
+        for e in s.episodes():
+            w.begin_episode()
+            for f, a, t in zip(s.read_frames(e.start, e.stop), s.read_actions(e.start, e.stop),
+                               s.read_time(e.start, e.stop)):
+                w.append(f, a, t)
+    return out
+
+
 @pytest.fixture(scope="session")
 def block_store(tmp_path_factory):
-    """3,000 frames of our block game (16x16, NOOP/LEFT/RIGHT/UP/DOWN) played by the sticky bot."""
-    out = tmp_path_factory.mktemp("data") / "block.zarr"
+    """3,000 frames of our block game (16x16, NOOP/LEFT/RIGHT/UP/DOWN) played by the sticky bot,
+    with a fixed identity: the same frames and the same held-out episodes in every run (a fresh
+    recording's creation time would draw another split, and the tests that train would measure
+    another model each time)."""
+    folder = tmp_path_factory.mktemp("data")
+    recorded = folder / "recorded.zarr"
     run_cli("-m", "dreamcade", "record", "env", "--env", "dreamcade/Block-v0", "--frameskip", "1", "--steps", "3000",
-            "--max-hold", "6", "--seed", "1", "--quiet", "--out", str(out))
-    return out
+            "--max-hold", "6", "--seed", "1", "--quiet", "--out", str(recorded))
+    return fixed_identity(recorded, folder / "block.zarr")
 
 
 @pytest.fixture(scope="module")

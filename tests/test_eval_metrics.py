@@ -179,6 +179,21 @@ def test_a_band_of_identical_real_colours_still_has_room_for_a_level():
     assert steps == 0 and figure in ("colour_distance", "nearest")
 
 
+def test_frame_health_in_batches_is_the_same_as_at_once():
+    """A long session is measured a batch of frames at a time (10,000 frames at the size of the
+    screen are gigabytes as floats); every figure is the same as over the whole sequence at once,
+    the motion across a batch's edge included."""
+    rng = np.random.default_rng(3)
+    frames = rng.integers(0, 256, (23, 8, 10, 3), dtype=np.uint8)
+    frames[10:] = frames[10]  # a still stretch: motion 0 from frame 11 on, not at the edge (frame 10)
+    ref = HealthReference.build(frames[:6], frames[6:12])
+    whole, cut = frame_health(frames, ref, batch=len(frames)), frame_health(frames, ref, batch=5)
+    for name in ("sharpness", "colour_distance", "nearest", "histograms", "motion", "detail"):
+        np.testing.assert_array_equal(getattr(cut, name), getattr(whole, name), err_msg=name)
+    assert cut.motion[10] > 0 and (cut.motion[11:] == 0).all()
+    assert len(frame_health(frames[:0], ref, batch=5)) == 0
+
+
 # -- nearest training frame -------------------------------------------------------------------------
 
 def test_nearest_frame_distance_known_answers():

@@ -280,8 +280,13 @@ def test_a_rollout_removes_a_blob_of_noise_from_its_context(tmp_path, block_stor
 def test_a_tiny_model_rolled_out_2000_steps_on_the_block_game_keeps_its_healthy_horizon(tmp_path, block_store):
     """Trained about a minute (2,400 steps) and sampled in 4 steps, then driven 2,000 steps by
     the recorded actions of 3 held-out episodes: every 100-step window stays in the band of the
-    real frames (measured: colour distance 0.0024 to 0.0037 and nearest-frame RMSE 0.0054 to
-    0.0057 against the band's 0.0078, PSNR 45.7 dB pooled against the frozen frame's 13.2).
+    real frames. The store's identity is fixed (conftest's block_store), so the held-out episodes
+    are the same in every run: with a fresh recording's identity each run drew another split (the
+    one thing that changed between runs: training is the same bit for bit at a given split and
+    thread count), and this test failed in 2 of a few full suites (one episode left the band at
+    200 or 1,200 steps by the nearest real frame). The fixed split and seven others, each trained
+    on one thread: 2,000 in every episode, PSNR 27.0 to 45.9 dB pooled against the frozen frame's
+    13.0 to 13.6.
     The same training with the residual base taken from the clean frame left the band within
     the first window in every episode. In 2 sampler steps this model's frames are grainy
     (colour distance 0.014, nearest 0.019: the band is left at once); with the 16-bin colour
@@ -298,19 +303,6 @@ def test_a_tiny_model_rolled_out_2000_steps_on_the_block_game_keeps_its_healthy_
     assert len(hh["per_episode"]) == 3 and hh["of"] == [2000] * 3
     assert hh["per_episode"] == [2000] * 3, f"left the band at {hh['per_episode']} by {hh['left_by']}"
     assert r["psnr"]["pooled"] > r["frozen_frame"]["psnr"]["pooled"] + 10
-
-
-def fixed_identity(src: Path, out: Path) -> Path:
-    """A copy of the store `src` whose identity (creation time) is fixed: its split is too."""
-    s = open_store(src)
-    with StoreWriter(out, spec=s.spec, fps=s.fps, frame_size=(s.width, s.height), source=s.attrs["source"],
-                     extra_attrs={"created": "2026-01-01T00:00:00+0000"}) as w:
-        for e in s.episodes():
-            w.begin_episode()
-            for f, a, t in zip(s.read_frames(e.start, e.stop), s.read_actions(e.start, e.stop),
-                               s.read_time(e.start, e.stop)):
-                w.append(f, a, t)
-    return out
 
 
 def error_levels(model, sampler, windows, steps: int, seeds: int = 3) -> float:
@@ -334,9 +326,8 @@ def test_a_distilled_one_step_student_closes_most_of_the_gap_to_its_four_step_te
     from them: it closes 71% of the gap (a student of 1 iteration, the teacher's copy: none of it). Its long sessions are
     not asserted: this 0.2 M-parameter student leaves the healthy band at 100 to 300 steps (by
     colour) where its teacher holds 2,000; the demo's student holds 10,000 (docs/distill.md).
-    The recording is copied with a fixed identity, so its train/validation split (a hash of the
-    store's identity) and every figure here are the same in every run."""
-    block_store = fixed_identity(block_store, tmp_path / "block.zarr")
+    The recording has a fixed identity (conftest's block_store), so its train/validation split
+    and every figure here are the same in every run."""
     train_cli("--config", "configs/tiny.yaml", "--data", str(block_store), f"out_dir={tmp_path}",
               "train.steps=2400", "train.batch_size=16", "train.eval_every=100000", "train.sample_every=0",
               "train.save_every=100000", "optim.lr=0.002", "sampler.steps=4", "train.threads=1", timeout=900)
