@@ -102,6 +102,28 @@ def test_ssim_of_noise_at_a_known_level_within_5_percent():
     assert got == pytest.approx(expect, rel=0.05)
 
 
+def test_ssim_is_the_windowed_formula_at_every_valid_pixel():
+    """Against SSIM written out pixel by pixel (the 11x11 Gaussian window at each valid position,
+    in numpy) on frames of odd sizes: the separable blur leaves no position out and no row over."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 256, (2, 13, 17, 3), dtype=np.uint8)
+    y = np.clip(x.astype(int) + rng.integers(-40, 40, x.shape), 0, 255).astype(np.uint8)
+    k = np.exp(-(np.arange(11) - 5.0) ** 2 / (2 * 1.5**2))
+    k = np.outer(k, k) / k.sum() ** 2
+    expect = []
+    for a, b in zip(x / 255.0, y / 255.0):
+        vals = []
+        for c in range(3):
+            for i in range(13 - 10):
+                for j in range(17 - 10):
+                    p, q = a[i:i + 11, j:j + 11, c], b[i:i + 11, j:j + 11, c]
+                    mp, mq = (k * p).sum(), (k * q).sum()
+                    vp, vq, cv = (k * p * p).sum() - mp**2, (k * q * q).sum() - mq**2, (k * p * q).sum() - mp * mq
+                    vals.append((2 * mp * mq + 1e-4) * (2 * cv + 9e-4) / ((mp**2 + mq**2 + 1e-4) * (vp + vq + 9e-4)))
+        expect.append(np.mean(vals))
+    np.testing.assert_allclose(ssim(chw(x), chw(y)).numpy(), expect, rtol=1e-5)
+
+
 def test_ssim_falls_with_blur():
     x = even_noise(2)
     once, twice = hblur(x), hblur(hblur(x))
