@@ -148,13 +148,18 @@ class Upsampler(ModelMixin, ConfigMixin):
 
     @torch.no_grad()
     def upsample(self, low: torch.Tensor, sigmas: torch.Tensor, method: str = "euler", level: float = 0.0,
-                 generator: torch.Generator | None = None, speed: Speed = EAGER) -> torch.Tensor:
+                 generator: torch.Generator | None = None, speed: Speed = EAGER,
+                 noise: torch.Tensor | None = None) -> torch.Tensor:
         """Full-size frames [B, 3, H, W] from low ones [B, 3, h, w] (both in [-1, 1], the result
-        rounded to 8-bit levels), sampled through `sigmas` (model.sampler.schedule's)."""
+        rounded to 8-bit levels), sampled through `sigmas` (model.sampler.schedule's) from
+        `noise` (N(0, I) [B, 3, H, W]; None: drawn from `generator`)."""
         b = low.shape[0]
         lv = low.new_full((b,), float(min(max(level, 0.0), self.config.cond_noise_max)))
         base = self.condition(low.float(), lv, generator)
-        noise = torch.randn(base.shape, device=base.device, generator=generator)
+        if noise is None:
+            noise = torch.randn(base.shape, device=base.device, generator=generator)
+        elif noise.shape != base.shape:
+            raise ValueError(f"upsampler noise must be {list(base.shape)}, got {list(noise.shape)}")
         x = sample(lambda x, s: self(x, s, base, lv, speed), noise, sigmas, method, 0.0, generator)
         return quantize((base + x).clamp(-1, 1))
 
@@ -181,11 +186,21 @@ class Upsampling:
             return self
         return Upsampling(self.model, replace(self.sampler, steps=check_steps(steps, option)), self.speed)
 
-    def __call__(self, low: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    def __call__(self, low: torch.Tensor, generator: torch.Generator | None = None,
+                 noise: torch.Tensor | None = None) -> torch.Tensor:
+        """Full-size uint8-level frames from `low`, from `noise` (None: fresh from `generator`)."""
         from dreamcade.model.sampler import schedule
 
         return self.model.upsample(low, schedule(self.sampler, low.device), self.sampler.method, 0.0, generator,
-                                   self.speed)
+                                   self.speed, noise)
+
+    def noise(self, batch: int, device: torch.device | str = "cpu",
+              generator: torch.Generator | None = None) -> torch.Tensor:
+        """N(0, I) noise for `batch` full-size frames: a session draws it once and upsamples every
+        frame from it (model.world_env.WorldModelEnv), so a still part of the low frame is drawn
+        the same from frame to frame instead of shimmering."""
+        h, w = self.model.frame_size
+        return torch.randn((batch, 3, h, w), device=device, generator=generator)
 
 
 def upsampler_steps(upsampling: Upsampling | None, steps: int | None) -> Upsampling | None:
@@ -202,6 +217,11 @@ class Bicubic:
     def __init__(self, scale: int) -> None:
         self.scale = scale
 
-    def __call__(self, low: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    def noise(self, batch: int, device: torch.device | str = "cpu", generator: torch.Generator | None = None) -> None:
+        """It draws nothing (Upsampling.noise's place in a session)."""
+        return None
+
+    def __call__(self, low: torch.Tensor, generator: torch.Generator | None = None,
+                 noise: torch.Tensor | None = None) -> torch.Tensor:
         wide = F.interpolate(low.float(), scale_factor=self.scale, mode="bicubic", align_corners=False)
         return quantize(wide.clamp(-1, 1))

@@ -62,6 +62,11 @@ class WorldModelEnv:
         self.upsampling = upsampling
         self.scale = 1 if upsampling is None else upsampling.scale
         self.low: torch.Tensor | None = None
+        self.up_noise: torch.Tensor | None = None
+        """The upsampler's noise, drawn at reset and kept for the session: with noise drawn afresh
+        every frame the full-size frame shimmered where the low one stood still (Breakout at
+        128x128: 5 times the recording's change from frame to frame, out of the healthy band from
+        the first window; docs/recipe.md#screen-size)."""
         self.stage_s = {"dynamics": 0.0, "upsampler": 0.0}
         """Seconds spent in each stage's step() so far (for the benches' ms per stage)."""
         self.sampler = SamplerConfig(**vars(sampler))
@@ -99,6 +104,7 @@ class WorldModelEnv:
         self.mask = (torch.ones(b, L, dtype=torch.bool) if mask is None else torch.as_tensor(mask)).to(self.device)
         self.t = 0
         self.low = None
+        self.up_noise = None if self.upsampling is None else self.upsampling.noise(b, self.device, self.generator)
         return model_to_hwc(full)
 
     @torch.inference_mode()
@@ -124,7 +130,7 @@ class WorldModelEnv:
             torch.cuda.synchronize(nxt.device)
         t1 = time.perf_counter()
         self.low = nxt
-        out = model_to_hwc(self.upsampling(nxt, self.generator))
+        out = model_to_hwc(self.upsampling(nxt, self.generator, self.up_noise))
         self.stage_s["dynamics"] += t1 - t0
         self.stage_s["upsampler"] += time.perf_counter() - t1
         self.shown = torch.cat([self.shown[:, 1:], out[:, None]], dim=1)

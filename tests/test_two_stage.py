@@ -104,6 +104,35 @@ def test_an_upsampler_learns_what_bicubic_cannot_draw(one_thread):
     assert ours > bicubic + 6, (ours, bicubic)
 
 
+def test_a_still_low_frame_is_upsampled_the_same_in_every_frame_of_a_session():
+    """The upsampler's noise is drawn once a session (WorldModelEnv.reset), so where the dynamics
+    model's frame stands still the full-size frame does too. With noise drawn afresh every frame,
+    a still screen shimmered: Breakout at 128x128 changed 5 times as much from frame to frame as
+    its recording and left the healthy band in the first window (docs/recipe.md#screen-size).
+    An untrained upsampler draws each noise 1 to 2 levels apart on average."""
+    from dreamcade.eval.rollout import RepeatLast
+    from dreamcade.model.config import SamplerConfig
+    from dreamcade.model.upsampler import Upsampling
+    from dreamcade.model.world_env import WorldModelEnv
+
+    torch.manual_seed(0)
+    spec = ControlSpec((Control("left", source="key:left"), Control("right", source="key:right")), name="t")
+    up = Upsampling(tiny_upsampler().eval(), SamplerConfig(steps=1, method="euler"))
+    frames = np.stack([textured_frame(x) for x in (3, 3, 3)])[None].repeat(2, 0)  # [2, L=3, 32, 32, 3]
+    made = []
+    for seed in (0, 1):
+        env = WorldModelEnv(RepeatLast(spec, 3), SamplerConfig(steps=1), seed=seed, upsampling=up)
+        env.reset(frames, np.zeros((2, 2, 2), np.float32))
+        made.append(np.stack([env.step(np.zeros(2, np.float32)).numpy() for _ in range(4)], 1))  # [2, 4, 32, 32, 3]
+        env.reset(frames, np.zeros((2, 2, 2), np.float32))
+        made.append(env.step(np.zeros(2, np.float32)).numpy()[:, None])
+    first = made[0]
+    assert (first == first[:, :1]).all()  # the same frame, step after step
+    assert (np.abs(first[0, 0].astype(int) - first[1, 0]).mean()) > 0.5  # each episode of a batch has its own noise
+    assert np.abs(made[1][:, 0].astype(int) - first[:, 0]).mean() > 0.5  # and each session: drawn again at reset
+    assert np.abs(made[2][:, 0].astype(int) - first[:, 0]).mean() > 0.5  # another seed, another draw
+
+
 def test_two_stages_train_into_one_world_that_plays_and_is_evaluated_at_full_size(tmp_path, monkeypatch):
     store = textured_store(tmp_path / "t.zarr")
     common = ["--config", "tiny", "--data", str(store), f"out_dir={tmp_path}", "name=two", "upsampler.scale=2",

@@ -331,8 +331,12 @@ async function main() {
     shownRGB = rgb;
   }
 
+  // the upsampler's noise, drawn at each start and kept: a still part of the low frame is then
+  // drawn the same from frame to frame (as dreamcade's WorldModelEnv does), not shimmering
+  let upNoise = null;
   function reset(k) {
     const base = k * perStart;
+    if (stages.length > 1) upNoise = randn(3 * H * W);
     const low = new Uint8Array(starts, base, L * h * w * 3);  // [L, h, w, 3]
     for (let l = 0; l < L; l++) {
       for (let c = 0; c < 3; c++) {
@@ -371,7 +375,7 @@ async function main() {
     mask.copyWithin(0, 1); mask[L - 1] = 1;
     let shown = frame;
     if (stages.length > 1) {
-      const up = { low: tensor(frame, [1, 3, h, w]), noise: tensor(randn(3 * H * W), [1, 3, H, W]) };
+      const up = { low: tensor(frame, [1, 3, h, w]), noise: tensor(upNoise, [1, 3, H, W]) };
       shown = (await stages[1].run(pick(up, stages[1].inputNames))).frame.data;
     }
     const rgb = toRGB(shown, H, W);
