@@ -126,17 +126,18 @@ def teacher_forced(predictors: dict[str, Denoiser | Predictor], data: EvalData, 
 
 def generate(predictor: Denoiser | Predictor, cases: list[RolloutCase], sampler: SamplerConfig,
              settings: DriftSettings, device: torch.device | str, desc: str | None = "rollout",
-             speed: Speed = EAGER, upsampling=None) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+             speed: Speed = EAGER, upsampling=None, steps: int | None = None
+             ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
     """Roll every case out through WorldModelEnv, `settings.batch` episodes at a time: one
-    uint8 [T, H, W, 3] array per case, T = the length of its actions. With `upsampling` (a
-    two-stage world), also the same low frames widened bicubically (model.upsampler.Bicubic),
-    the baseline its upsampler has to beat; else None."""
+    uint8 [T, H, W, 3] array per case, T = the length of its actions (or `steps`, fewer). With
+    `upsampling` (a two-stage world), also the same low frames widened bicubically
+    (model.upsampler.Bicubic), the baseline its upsampler has to beat; else None."""
     out, wide = [], []
     for g, a in enumerate(range(0, len(cases), settings.batch)):
         group = cases[a:a + settings.batch]
         env = WorldModelEnv(predictor, sampler, device, seed=settings.seed + g, speed=speed, upsampling=upsampling)
         env.reset(np.stack([c.context for c in group]), np.stack([c.context_actions for c in group]))
-        actions = np.stack([c.actions for c in group])
+        actions = np.stack([c.actions[:steps] for c in group])
         made, widened = [], []
         for t in tqdm(range(actions.shape[1]), desc=desc or "", disable=not (settings.progress and desc), leave=False):
             made.append(env.step(actions[:, t]).numpy())
@@ -147,10 +148,11 @@ def generate(predictor: Denoiser | Predictor, cases: list[RolloutCase], sampler:
     return out, (wide if upsampling is not None else None)
 
 
-def quality(generated: list[np.ndarray], cases: list[RolloutCase]) -> tuple[np.ndarray, np.ndarray]:
-    """PSNR (dB, capped) and SSIM of each generated frame against the recording: [B, T] each,
-    NaN past the end of the recorded episode."""
-    T = len(generated[0])
+def quality(generated: list[np.ndarray], cases: list[RolloutCase], T: int | None = None
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """PSNR (dB, capped) and SSIM of each generated frame against the recording: [B, T] each
+    (T: the generated length, or more), NaN past the end of the recorded episode."""
+    T = T or len(generated[0])
     p, s = np.full((len(cases), T), np.nan), np.full((len(cases), T), np.nan)
     for i, (g, c) in enumerate(zip(generated, cases)):
         for a in range(0, c.reference_steps, 256):
@@ -174,8 +176,10 @@ def rollouts(model: Denoiser | Predictor, cases: list[RolloutCase], sampler: Sam
     t0 = time.perf_counter()
     gen, wide = generate(model, cases, sampler, settings, device, speed=speed, upsampling=upsampling)
     fps = sum(map(len, gen)) / max(time.perf_counter() - t0, 1e-9)
-    static, _ = generate(RepeatLast(model.spec, model.context), cases, sampler, settings, device, None)
     T = len(gen[0])
+    # the frozen frame is only scored against the recording: it is made as far as that goes
+    static, _ = generate(RepeatLast(model.spec, model.context), cases, sampler, settings, device, None,
+                         steps=max(1, max(c.reference_steps for c in cases)))
     health = [frame_health(g, ref.health) for g in gen]
     real_health = [frame_health(c.real, ref.health) for c in cases]
     action = np.full((len(cases), T), np.nan)
@@ -184,7 +188,7 @@ def rollouts(model: Denoiser | Predictor, cases: list[RolloutCase], sampler: Sam
         for i, (g, c) in enumerate(zip(gen, cases)):
             action[i] = action_curve(ref.idm, c.context[-1], g, c.actions)
             real_action[i] = pad(action_curve(ref.idm, c.context[-1], c.real, c.actions), T)
-    return Rollouts(cases, gen, *quality(gen, cases), *quality(static, cases), health, real_health,
+    return Rollouts(cases, gen, *quality(gen, cases), *quality(static, cases, T), health, real_health,
                     [drift_score(h, settings.chunk, ref.health) for h in health],
                     [drift_score(h, settings.chunk, ref.health) for h in real_health], action, real_action, fps,
                     *(quality(wide, cases) if wide is not None else (None, None)))
