@@ -36,7 +36,7 @@ def boundary(work: Callable[[], int], interrupted: str = "interrupted") -> int:
     except KeyboardInterrupt:
         # a library's coroutine cut short by Ctrl-C is collected later with a warning: not news
         warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
-        sys.unraisablehook = _quiet_half_built_loops
+        sys.unraisablehook = _quiet_half_built_loops(sys.unraisablehook)
         _forget_unstarted_zarr_thread()
         _settle_zarr_reads()
         print(f"\n{interrupted}", file=sys.stderr)
@@ -50,15 +50,18 @@ def boundary(work: Callable[[], int], interrupted: str = "interrupted") -> int:
         return 1
 
 
-def _quiet_half_built_loops(unraisable) -> None:
+def _quiet_half_built_loops(hook):
     """After Ctrl-C: an event loop that Ctrl-C cut short while it was being made (zarr makes one
     for its I/O thread) fails in its __del__ when it is collected, after the command's last line
-    ("Exception ignored in: BaseEventLoop.__del__ ... no attribute '_ssock'"). That one is not
-    news; anything else goes to Python's own hook."""
-    where = getattr(unraisable.object, "__qualname__", "")
-    if where.endswith("EventLoop.__del__") and isinstance(unraisable.exc_value, AttributeError):
-        return
-    sys.__unraisablehook__(unraisable)
+    ("Exception ignored in: BaseEventLoop.__del__ ... no attribute '_ssock'"). `hook` (the one in
+    place) with that one left out: it is not news."""
+    def quiet(unraisable) -> None:
+        where = getattr(unraisable.object, "__qualname__", "")
+        if where.endswith("EventLoop.__del__") and isinstance(unraisable.exc_value, AttributeError):
+            return
+        hook(unraisable)
+
+    return quiet
 
 
 def _forget_unstarted_zarr_thread() -> None:

@@ -174,13 +174,15 @@ class FrameHealth:
 def frame_health(frames: np.ndarray, ref: HealthReference, batch: int = 256) -> FrameHealth:
     """Health of each frame of `frames` (uint8 [T, H, W, 3]) against `ref`, `batch` frames at a
     time (a long session at the size of the screen does not fit in memory as floats)."""
-    sharp = np.concatenate([sharpness(frames[a:a + batch]) for a in range(0, len(frames), batch)] or [np.zeros(0)])
+    sharp, hist, move = [np.zeros(0)], [np.zeros((0, 3, BINS))], [np.zeros(0)]
+    for a in range(0, len(frames), batch):
+        sharp.append(sharpness(frames[a:a + batch]))
+        hist.append(frame_histograms(frames[a:a + batch]))
+        move.append(motion(frames[max(a - 1, 0):a + batch])[1 if a else 0:])  # the frame before the batch too
+    sharp = np.concatenate(sharp)
     dist, index = nearest(frames, ref.bank)
-    hist = [frame_histograms(frames[a:a + batch]) for a in range(0, len(frames), batch)]
-    move = [motion(frames[max(a - 1, 0):a + batch])[1 if a else 0:] for a in range(0, len(frames), batch)]
-    return FrameHealth(sharp, colour_distance(frames, ref.levels), dist,
-                       np.concatenate(hist) if hist else np.zeros((0, 3, BINS)),
-                       np.concatenate(move) if move else np.zeros(0), ref.detail_ratio(sharp, index))
+    return FrameHealth(sharp, colour_distance(frames, ref.levels), dist, np.concatenate(hist), np.concatenate(move),
+                       ref.detail_ratio(sharp, index))
 
 
 BAND_FACTOR = 2.0  # how far outside the real windows' range a figure may go and still count as healthy
