@@ -36,7 +36,8 @@ def boundary(work: Callable[[], int], interrupted: str = "interrupted") -> int:
     except KeyboardInterrupt:
         # a library's coroutine cut short by Ctrl-C is collected later with a warning: not news
         warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
-        sys.unraisablehook = _quiet_half_built_loops(sys.unraisablehook)
+        if not getattr(sys.unraisablehook, "quiets_half_built_loops", False):  # once a process
+            sys.unraisablehook = _quiet_half_built_loops(sys.unraisablehook)
         _forget_unstarted_zarr_thread()
         _settle_zarr_reads()
         print(f"\n{interrupted}", file=sys.stderr)
@@ -61,6 +62,7 @@ def _quiet_half_built_loops(hook):
             return
         hook(unraisable)
 
+    quiet.quiets_half_built_loops = True
     return quiet
 
 

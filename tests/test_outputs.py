@@ -365,7 +365,8 @@ def test_17_ctrl_c_while_an_event_loop_is_being_made_is_still_one_line():
     """Ctrl-C can land while zarr makes the event loop of its I/O thread; the half-made loop then
     fails in its __del__ when it is collected, after the command's line (seen once in a full
     suite: "Exception ignored in: BaseEventLoop.__del__ ... no attribute '_ssock'"). Here the
-    half-made loop is made by hand, the Ctrl-C raised, through the command's boundary."""
+    half-made loop is made by hand, the Ctrl-C raised, through the command's boundary. A second
+    Ctrl-C in the same process (the test process runs many commands) keeps the one hook."""
     code = (
         "import asyncio, sys\n"
         "from dreamcade.dataset.errors import boundary\n"
@@ -374,10 +375,12 @@ def test_17_ctrl_c_while_an_event_loop_is_being_made_is_still_one_line():
         "    raise KeyboardInterrupt\n"
         "code = boundary(work, 'interrupted: nothing written')\n"
         "import gc; gc.collect()\n"
-        "print('exit', code, file=sys.stderr)\n"
+        "hook = sys.unraisablehook\n"
+        "boundary(work, 'interrupted again'); gc.collect()\n"
+        "print('exit', code, 'one hook' if sys.unraisablehook is hook else 'hook wrapped twice', file=sys.stderr)\n"
     )
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert p.stderr.strip().splitlines() == ["interrupted: nothing written", "exit 130"], p.stderr
+    assert p.stderr.strip().splitlines() == ["interrupted: nothing written", "", "interrupted again", "exit 130 one hook"], p.stderr
 
 
 # -- 9: dataset info's verdict ---------------------------------------------------------------------------------
