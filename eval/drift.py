@@ -65,8 +65,17 @@ def build_reference(data: EvalData, settings: DriftSettings, device: torch.devic
                   f"(--idm-steps sets how many)", file=sys.stderr)
         if idm.unmeasured:
             notes.append(f"action following is unmeasured: {idm.unmeasured}")
-    return Reference(data, health, idm, bank.mean(0).round().astype(np.uint8), real_band(data, health, settings),
-                     notes)
+    band = real_band(data, health, settings)
+    if (n := band.windows - band.left_out) < BAND_WINDOWS:
+        notes.append(f"the healthy band rests on {n} window{'s' * (n != 1)} of real held-out frames (fewer than "
+                     f"{BAND_WINDOWS}; --health-window {settings.health_window}), so its edges are those of a few "
+                     "windows and a world as healthy as the game can leave it: evaluate on a longer recording "
+                     "(--data; a world folder holds only a few short starts of one)")
+    return Reference(data, health, idm, bank.mean(0).round().astype(np.uint8), band, notes)
+
+
+BAND_WINDOWS = 8
+"""Fewer gameplay windows of real held-out frames than this, and eval says its healthy band is thin."""
 
 
 def real_band(data: EvalData, health: HealthReference, settings: DriftSettings, episodes: int = 16,

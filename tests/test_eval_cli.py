@@ -67,6 +67,8 @@ def test_drift_writes_the_whole_report(breakout, tmp_path):
     proc = eval_cli("drift", "--checkpoint", str(run), "--data", str(store), "--out", str(out), *SMALL,
                     "--hold-levels", "5", "--method", "heun")
     assert "one step (64 held-out windows)" in proc.stdout and "report:" in proc.stdout
+    thin = "note: the healthy band rests on 1 window of real held-out frames (fewer than 8; --health-window 100)"
+    assert thin in proc.stderr, "80 held-out frames are one window of the default 100: said"
     said = f"the last 20% (80 frames, 320-399) of episode 0 of {open_store(store).path}, held out by time"
     assert f"held out: {said}" in proc.stdout, "a single episode: its last frames are held out, and said"
     assert sorted(p.name for p in out.iterdir()) == ["health.png", "index.html", "metrics.json", "one_step.png",
@@ -216,6 +218,7 @@ def test_skip_damaged_and_the_health_window_run_end_to_end(breakout, tmp_path):
     assert "skipped the" in proc.stderr and f"frames 0-{first.stop - 1}" in proc.stderr
     m = json.loads((out / "metrics.json").read_text())
     assert m["rollouts"]["healthy_horizon"]["window"] == 5 and m["reference"]["health_band"]["window"] == 5
+    assert m["reference"]["health_band"]["windows"] >= 8 and not any("healthy band rests" in n for n in m["notes"])
     assert all(e["start"] >= first.stop for e in m["rollouts"]["episodes"]), "no rollout from the damaged episode"
     train = ["train.py", "--config", "configs/tiny.yaml", "--data", str(store), f"out_dir={tmp_path}",
              "train.steps=2", "train.sample_every=0", "train.threads=1", "--quiet"]
