@@ -227,6 +227,14 @@ class UpsamplerConfig:
     low frame is not a stranger to it. 0 turns it off."""
     crop: int = 32
     """Side of the square crops of the full-size frames it trains on, a multiple of `scale`."""
+    motion_weight: float = 10.0
+    """Loss weight of the pixels that move, 0 or more: a full-size pixel that changed by more than
+    4 levels from the frame before counts 1 + motion_weight times (diffusion.motion_weight's
+    counterpart), so a small moving object (Breakout's ball) is drawn from the dim blob the small
+    frame holds of it. 0 turns it off (docs/recipe.md#keeping-the-ball)."""
+    motion_crops: float = 0.5
+    """Share of the crops placed over a pixel that moved (where the frame has one), in [0, 1]: a
+    small moving object is otherwise in few of them. 0: every crop at random."""
     steps: int = 5000
     """Optimizer steps of its training (after the dynamics model's train.steps), at least 1."""
     batch_size: int = 32
@@ -244,6 +252,8 @@ class UpsamplerConfig:
                       action_dim=1, groups=self.groups).check()
         require(self.sigma_data > 0 and self.p_std > 0, "upsampler.sigma_data and upsampler.p_std must be positive")
         require(self.cond_noise_max >= 0, "upsampler.cond_noise_max must be 0 or more")
+        require(self.motion_weight >= 0, "upsampler.motion_weight must be 0 or more")
+        require(0 <= self.motion_crops <= 1, "upsampler.motion_crops must be in [0, 1]")
         require(self.crop >= self.scale and self.crop % self.scale == 0,
                 f"upsampler.crop must be a multiple of upsampler.scale ({self.scale})")
         require(self.steps >= 1 and self.batch_size >= 1, "upsampler.steps and upsampler.batch_size must be at least 1")

@@ -37,6 +37,10 @@ from dreamcade.model.unet import FourierFeatures, UNet
 STAGE = "upsampler"
 """The second stage's folder: in a run (a run folder of its own) and in a world (a model folder)."""
 
+MOVE_LEVELS = 4
+"""A pixel moved when a channel changed by more than this many levels (of 255) from the frame before
+(the dynamics model's motion weight counts the same)."""
+
 
 def sampler_of(cfg: Config) -> SamplerConfig:
     """The sampler settings an upsampler draws a frame with: its run's, with
@@ -111,40 +115,59 @@ class Upsampler(ModelMixin, ConfigMixin):
         cond = self.noise(edm.c_noise(sigma)) + self.level(context_level_feature(level))
         return speed(self.net, inp, cond)
 
-    def crops(self, frames: torch.Tensor, crop: int, generator: torch.Generator | None = None
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def crops(self, frames: torch.Tensor, crop: int, generator: torch.Generator | None = None,
+              prev: torch.Tensor | None = None, motion_crops: float = 0.0
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Training examples from full-size uint8 frames [B, 3, H, W]: a random crop x crop
         square of each (at a multiple of `scale`) of the base (its own downscale, plus noise of a
         level drawn in [0, cond_noise_max], widened) and of the target (the frame minus the base),
-        and the levels [B]."""
+        the levels [B], and the square's moving pixels [B, 1, ch, cw] (those more than
+        MOVE_LEVELS from `prev`, the frames before; all False without it). A share `motion_crops`
+        of the squares is placed over a moving pixel drawn at random, where the frame has one."""
         b, _, h, w = frames.shape
         dev = frames.device
         low = to_model(downscale(frames, self.scale))
         level = torch.rand(b, device=dev, generator=generator) * self.config.cond_noise_max
         base = self.condition(low, level, generator)
         target = to_model(frames) - base
+        moving = torch.zeros(b, 1, h, w, dtype=torch.bool, device=dev) if prev is None else \
+            ((frames.int() - prev.int()).abs() > MOVE_LEVELS).any(1, keepdim=True)
         ch, cw = min(crop, h), min(crop, w)
         ys = torch.randint(0, (h - ch) // self.scale + 1, (b,), generator=generator, device=dev) * self.scale
         xs = torch.randint(0, (w - cw) // self.scale + 1, (b,), generator=generator, device=dev) * self.scale
+        if motion_crops > 0:
+            flat = moving.flatten(1).float()
+            has = flat.sum(1) > 0
+            aim = has & (torch.rand(b, device=dev, generator=generator) < motion_crops)
+            at = torch.multinomial(flat + ~has[:, None], 1, generator=generator)[:, 0]  # a moving pixel
+            # the pixel at a random place in the square, the square's corner on the `scale` grid
+            s = self.scale
+            ay = (at // w - torch.randint(0, ch - s + 1, (b,), generator=generator, device=dev)).clamp(0, h - ch)
+            ax = (at % w - torch.randint(0, cw - s + 1, (b,), generator=generator, device=dev)).clamp(0, w - cw)
+            ys = torch.where(aim, ay // s * s, ys)
+            xs = torch.where(aim, ax // s * s, xs)
         rows = ys[:, None] + torch.arange(ch, device=dev)  # [B, ch]
         cols = xs[:, None] + torch.arange(cw, device=dev)
-        pick = lambda t: t[torch.arange(b, device=dev)[:, None, None, None], torch.arange(3, device=dev)[None, :, None, None],
+        pick = lambda t: t[torch.arange(b, device=dev)[:, None, None, None], torch.arange(t.shape[1], device=dev)[None, :, None, None],
                            rows[:, None, :, None], cols[:, None, None, :]]
-        return pick(base), pick(target), level
+        return pick(base), pick(target), level, pick(moving)
 
     def loss(self, frames: torch.Tensor, crop: int, generator: torch.Generator | None = None,
-             speed: Speed = EAGER) -> torch.Tensor:
+             speed: Speed = EAGER, prev: torch.Tensor | None = None, motion_weight: float = 0.0,
+             motion_crops: float = 0.0) -> torch.Tensor:
         """EDM loss on random crop x crop squares of full-size uint8 frames [B, 3, H, W] (each
-        frame its own square, at a multiple of `scale`), against their own downscale."""
+        frame its own square, at a multiple of `scale`), against their own downscale; with `prev`
+        (the frames before), a pixel that moved counts 1 + `motion_weight` times, and a share
+        `motion_crops` of the squares is placed over one (see `crops`)."""
         cfg = self.config
-        base, target, level = self.crops(frames, crop, generator)
+        base, target, level, moving = self.crops(frames, crop, generator, prev, motion_crops)
         sigma = edm.sample_sigmas(len(base), cfg.p_mean, cfg.p_std, cfg.sigma_min, cfg.sigma_max, base.device,
                                   generator)
         s = sigma[:, None, None, None]
         x = target + s * torch.randn(target.shape, device=base.device, generator=generator)
         out = self.inner(x, sigma, base, level, speed)
         target_f = (target - edm.c_skip(s, cfg.sigma_data) * x) / edm.c_out(s, cfg.sigma_data)
-        return ((out - target_f) ** 2).mean()
+        return (((out - target_f) ** 2) * (1 + motion_weight * moving)).mean()
 
     @torch.no_grad()
     def upsample(self, low: torch.Tensor, sigmas: torch.Tensor, method: str = "euler", level: float = 0.0,

@@ -164,7 +164,7 @@ def upsampler_distill_loss(teacher, student, frames: torch.Tensor, crop: int, te
     """The upsampler's trajectory distillation: mean squared difference between the student's
     sample and the teacher's from the same noise, on the same random crops of full-size frames
     [B, 3, H, W] (model.upsampler.Upsampler.crops: base and level alike for both)."""
-    base, _, level = teacher.crops(frames, crop, generator)
+    base, _, level, _ = teacher.crops(frames, crop, generator)
     noise = torch.randn(base.shape, device=base.device, generator=generator)
     with torch.no_grad():
         target = sample(lambda x, s: teacher(x, s, base, level, speed), noise, schedule(teacher_sampler, base.device),

@@ -57,7 +57,12 @@ def upsampling(val_ds: WindowDataset | None):
             log(step, {f"{STAGE}/{k}": v for k, v in figures.items()})
             return {}
 
-        return Task(model, lambda batch: model.loss(batch.frames[:, -1], crop, speed=speed), speed, name=STAGE,
+        u = cfg.upsampler
+        moves = u.motion_weight > 0 or u.motion_crops > 0
+        loss = lambda batch: model.loss(batch.frames[:, -1], crop, speed=speed,
+                                        prev=batch.frames[:, -2] if moves else None,
+                                        motion_weight=u.motion_weight, motion_crops=u.motion_crops)
+        return Task(model, loss, speed, name=STAGE,
                     finish=finish, figures=False, world=False)
     return make
 
