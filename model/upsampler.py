@@ -10,7 +10,10 @@ area is a zero to predict, and the network spends itself on edges and texture. T
 fully convolutional (no attention), so it is trained on random crops of the frames and run on
 whole ones. The low frame gets Gaussian noise of a level drawn in [0, cond_noise_max] during
 training (conditioning augmentation, Ho et al. 2021), told to the network, so that a generated
-low frame, which is never exactly a downscaled real one, is still something it has seen.
+low frame, which is never exactly a downscaled real one, is still something it has seen. The
+pixels that moved since the frame before count more in its loss, and part of its crops are placed
+over them (upsampler.motion_weight, upsampler.motion_crops), so a small moving object, of which
+the low frame holds a dim blob, is drawn and not averaged away.
 
 Like the denoiser, it is a diffusers model: `Upsampler.from_pretrained(WORLD, subfolder="upsampler")`.
 """
