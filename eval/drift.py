@@ -67,7 +67,8 @@ def build_reference(data: EvalData, settings: DriftSettings, device: torch.devic
             notes.append(f"action following is unmeasured: {idm.unmeasured}")
     band = real_band(data, health, settings)
     if (n := band.windows - band.left_out) < BAND_WINDOWS:
-        notes.append(f"the healthy band rests on {n} window{'s' * (n != 1)} of real held-out frames (fewer than "
+        held = "held-out " if data.split == "val" else ""
+        notes.append(f"the healthy band rests on {n} window{'s' * (n != 1)} of real {held}frames (fewer than "
                      f"{BAND_WINDOWS}; --health-window {settings.health_window}), so its edges are those of a few "
                      "windows and a world as healthy as the game can leave it: evaluate on a longer recording "
                      "(--data; a world folder holds only a few short starts of one)")
