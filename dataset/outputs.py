@@ -13,7 +13,8 @@ An `Output` is opened before any work starts and
     the check and the move one step: RENAME_NOREPLACE for a new target, RENAME_EXCHANGE then a
     look at what came out for a replaced one);
 (e) removes only what it made: its partial, its lock, the parent folders it created, and, after a
-    complete swap, the old output it was allowed to replace.
+    complete swap, the old output it was allowed to replace (a partial once the chunk writes still
+    under way in zarr's I/O thread have ended).
 
 A process killed at any moment leaves either the old output or the complete new one at the
 target, plus at most a hidden partial that the next writer of that target removes.
@@ -21,10 +22,12 @@ target, plus at most a hidden partial that the next writer of that target remove
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import errno
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Callable
 from urllib.parse import unquote, urlparse
@@ -333,6 +336,7 @@ class Output:
         self._release()  # first: its file sits in the folders made on the way
         for p in reversed(self._made):
             if p == self.path and p != self.target:
+                _let_writes_end()
                 _remove(p)  # the partial
             else:  # folders made on the way, and a recording's own folder: only while empty
                 try:
@@ -459,6 +463,26 @@ def write_file(path: Path, data: bytes) -> None:
 def fsync(path: Path) -> None:
     """Flush a file or folder to the disk (nothing where the system cannot)."""
     _fsync(path)
+
+
+def _let_writes_end(timeout: float = 10.0) -> None:
+    """Wait for the chunk writes still under way in zarr's I/O thread: a Ctrl-C stops the main
+    thread, not the writes it handed to that thread, and those would go on writing into a partial
+    (making its folders again) while and after it is removed."""
+    sync = sys.modules.get("zarr.core.sync")  # not imported: nothing was written through zarr
+    loop = getattr(sync, "loop", [None])[0]
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return
+
+    async def the_others() -> None:
+        pending = asyncio.all_tasks() - {asyncio.current_task()}
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+
+    try:
+        asyncio.run_coroutine_threadsafe(the_others(), loop).result(timeout + 1)
+    except Exception:  # the loop stopped or the wait ran out: remove what is there
+        pass
 
 
 def _fsync(path: Path) -> None:

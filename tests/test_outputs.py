@@ -154,6 +154,27 @@ def test_an_output_left_on_an_error_removes_only_what_it_made(tmp_path):
     assert tree_hash(tmp_path) == before and sorted(p.name for p in tmp_path.iterdir()) == ["keep"]
 
 
+def test_a_write_still_under_way_in_zarrs_io_thread_ends_before_the_partial_is_removed(tmp_path):
+    """Ctrl-C stops the main thread, not the chunk writes it had handed to zarr's I/O thread; those
+    go on writing into the partial (and make its folders again) while it is removed, which left
+    the partial behind in one CI run (test_17's export). The output lets them end first."""
+    import asyncio
+
+    import numpy as np
+    import zarr
+    from zarr.core.sync import _get_loop
+
+    with pytest.raises(KeyboardInterrupt):
+        with Output(tmp_path / "out", what="store") as o:
+            a = zarr.create_array(o.path / "x.zarr", shape=(3000, 64), chunks=(1, 64), dtype="u1")
+            writes = asyncio.run_coroutine_threadsafe(a._async_array.setitem(slice(None), np.ones((3000, 64), "u1")),
+                                                      _get_loop())
+            wait_for(lambda: (o.path / "x.zarr" / "c").is_dir(), 30, "the first chunk")
+            raise KeyboardInterrupt
+    assert writes.done() and writes.exception() is None  # ended, not cut short, before the removal
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("existed", [False, True])
 def test_a_folder_put_at_the_target_while_writing_is_left_as_it_is(tmp_path, existed):
     """(3) checked again at the swap: something that appeared, or replaced the old output, stays."""
