@@ -10,6 +10,10 @@ import torch
 LEVEL = 2 / 255
 """One 8-bit level in the model's [-1, 1] units."""
 
+MOVE_LEVELS = 4
+"""A pixel moved when a channel changed by more than this many levels (of 255) from one frame to
+the next: less is the noise of a recording (the motion weights of both stages count this)."""
+
 
 def to_model(x: torch.Tensor) -> torch.Tensor:
     """uint8 (any layout) -> float32 in [-1, 1], same layout."""
@@ -55,6 +59,16 @@ def _hwc(frames) -> torch.Tensor:
 def model_to_hwc(x: torch.Tensor) -> torch.Tensor:
     """float [..., 3, H, W] in [-1, 1] -> uint8 [..., H, W, 3] on the CPU."""
     return to_uint8(x).movedim(-3, -1).cpu()
+
+
+def moved(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
+    """Where a pixel moved (see MOVE_LEVELS) between frames [..., 3, H, W], both uint8 or both in
+    the model's [-1, 1]: bool [..., 1, H, W]."""
+    if before.dtype == torch.uint8:
+        change = (after.int() - before.int()).abs() > MOVE_LEVELS
+    else:  # half a level of margin: 8-bit frames in model units are not exact multiples of LEVEL
+        change = (after - before).abs() > (MOVE_LEVELS + 0.5) * LEVEL
+    return change.any(-3, keepdim=True)
 
 
 def downscale(frames: torch.Tensor, scale: int) -> torch.Tensor:

@@ -20,7 +20,7 @@ from diffusers.configuration_utils import register_to_config
 
 from dreamcade.dataset.batch import Batch
 from dreamcade.dataset.controls import ControlSpec
-from dreamcade.dataset.pixels import LEVEL
+from dreamcade.dataset.pixels import moved
 from dreamcade.model import edm
 from dreamcade.model.conditioning import Conditioner
 from dreamcade.model.config import ConfigError, DiffusionConfig, NetworkConfig
@@ -133,9 +133,8 @@ class Denoiser(ModelMixin, ConfigMixin):
 
     def motion_weights(self, last: torch.Tensor, nxt: torch.Tensor) -> torch.Tensor:
         """Per-pixel loss weights [B, 1, H, W]: 1 + diffusion.motion_weight where any channel
-        changed by more than 4 of 255 levels from the (clean) last frame to the next."""
-        moved = ((nxt - last).abs().amax(dim=1, keepdim=True) > 4 * LEVEL).float()
-        return 1 + self.diffusion.motion_weight * moved
+        changed by more than MOVE_LEVELS of 255 levels from the (clean) last frame to the next."""
+        return 1 + self.diffusion.motion_weight * moved(last, nxt).float()
 
     def noisy_context(self, context: torch.Tensor, generator: torch.Generator | None = None,
                       level: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -29,7 +29,7 @@ from diffusers import ConfigMixin, ModelMixin
 from diffusers.configuration_utils import register_to_config
 from torch import nn
 
-from dreamcade.dataset.pixels import downscale, quantize, to_model
+from dreamcade.dataset.pixels import downscale, moved, quantize, to_model
 from dreamcade.model import edm
 from dreamcade.model.conditioning import context_level_feature
 from dreamcade.model.config import Config, ConfigError, NetworkConfig, SamplerConfig
@@ -39,11 +39,6 @@ from dreamcade.model.unet import FourierFeatures, UNet
 
 STAGE = "upsampler"
 """The second stage's folder: in a run (a run folder of its own) and in a world (a model folder)."""
-
-MOVE_LEVELS = 4
-"""A pixel moved when a channel changed by more than this many levels (of 255) from the frame before
-(the dynamics model's motion weight counts the same)."""
-
 
 def sampler_of(cfg: Config) -> SamplerConfig:
     """The sampler settings an upsampler draws a frame with: its run's, with
@@ -134,7 +129,7 @@ class Upsampler(ModelMixin, ConfigMixin):
         base = self.condition(low, level, generator)
         target = to_model(frames) - base
         moving = torch.zeros(b, 1, h, w, dtype=torch.bool, device=dev) if prev is None else \
-            ((frames.int() - prev.int()).abs() > MOVE_LEVELS).any(1, keepdim=True)
+            moved(prev, frames)
         ch, cw = min(crop, h), min(crop, w)
         ys = torch.randint(0, (h - ch) // self.scale + 1, (b,), generator=generator, device=dev) * self.scale
         xs = torch.randint(0, (w - cw) // self.scale + 1, (b,), generator=generator, device=dev) * self.scale

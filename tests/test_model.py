@@ -16,7 +16,7 @@ from dreamcade.model.config import Config, ConfigError
 from dreamcade.files.config_file import apply_override, load_config
 from dreamcade.model.denoiser import Denoiser
 from dreamcade.model.world_env import WorldModelEnv
-from dreamcade.dataset.pixels import LEVEL, quantize
+from dreamcade.dataset.pixels import LEVEL, moved as pixels_moved, quantize, to_model
 from dreamcade.model.sampler import next_frame, sample
 
 SPEC = ControlSpec((Control("left"), Control("right"), Control("dx", "continuous", "mouse:dx", -20, 20)))
@@ -176,6 +176,19 @@ def test_motion_weight_counts_the_pixels_that_change_more():
     w = model.motion_weights(last, nxt)
     assert w.shape == (2, 1, 4, 4)
     assert w[0, 0, 2, 3] == 10 and w.sum() == 2 * 16 + 9
+
+
+def test_a_moved_pixel_is_the_same_in_bytes_and_in_model_units():
+    """Both stages' motion weights count moved pixels, one on uint8 frames and one on the model's
+    [-1, 1]: 4 levels is noise and 5 is motion in both, from every level."""
+    before = torch.arange(256, dtype=torch.uint8).reshape(1, 1, 16, 16).repeat(4, 3, 1, 1)
+    change = torch.tensor([4, 5, -4, -5])[:, None, None, None]
+    after = (before.int() + change).clamp(0, 255).to(torch.uint8)
+    after[:, 1:] = before[:, 1:]  # one channel changes
+    in_bytes = pixels_moved(before, after)
+    assert in_bytes.shape == (4, 1, 16, 16)
+    assert in_bytes.flatten(1).sum(1).tolist() == [0, 251, 0, 251]  # 5 levels past either end are cut
+    assert torch.equal(pixels_moved(to_model(before), to_model(after)), in_bytes)
 
 
 def test_quantize_rounds_to_8_bit_levels():
