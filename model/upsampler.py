@@ -40,6 +40,7 @@ from dreamcade.model.unet import FourierFeatures, UNet
 STAGE = "upsampler"
 """The second stage's folder: in a run (a run folder of its own) and in a world (a model folder)."""
 
+
 def sampler_of(cfg: Config) -> SamplerConfig:
     """The sampler settings an upsampler draws a frame with: its run's, with
     upsampler.sampler_steps and upsampler.method."""
