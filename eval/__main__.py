@@ -291,7 +291,10 @@ def print_drift(m: dict, out: Path) -> None:
         if a and a.get("unmeasured"):
             print(f"action following: unmeasured: {a['unmeasured']}")
         elif a:
-            print(f"action following: {f(a['accuracy'], 3)} (real {held}ceiling {f(a['ceiling'], 3)}, "
+            ac = m["reference"].get("action_classifier") or {}
+            read = (f" on {', '.join(ac['scored_controls'])} (the keys it reads on real frames; not "
+                    f"{', '.join(ac['unread_controls'])})") if ac.get("unread_controls") else ""
+            print(f"action following: {f(a['accuracy'], 3)}{read} (real {held}ceiling {f(a['ceiling'], 3)}, "
                   f"chance {f(a['chance'], 3)})")
     if "sessions" in m:
         s = m["sessions"]

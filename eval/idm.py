@@ -5,8 +5,8 @@ action that was given.
 Its accuracy on real held-out transitions is the ceiling (what a perfect world model would
 score: some actions have no visible effect in some states), and the share of the most common
 action is chance. Exclusive specs (discrete game actions) are one classification; other specs
-score each binary control separately (the mean of the per-control accuracies); continuous
-controls are not scored.
+score each binary control separately (the mean of the per-control accuracies) and keep only the
+controls it reads on real frames (see `train_idm`); continuous controls are not scored.
 
 The classifier sees frames brought down to at most `WORKING_SIDE` pixels on their long side
 (area interpolation, aspect kept), real and generated alike, so its cost does not grow with the
@@ -71,6 +71,14 @@ class InverseDynamics(nn.Module):
         """before, after: uint8 [B, H, W, 3] -> logits [B, n_out]."""
         h = self.convs(self.inputs(before, after))  # [B, 2w, h/4, w/4]
         return self.head(torch.cat([h.mean((2, 3)), h.amax((2, 3))], 1))
+
+    @torch.no_grad()
+    def keep(self, outputs: list[int]) -> None:
+        """Keep only these of its outputs (the same logits as before for them)."""
+        head = nn.Linear(self.head.in_features, len(outputs)).to(self.head.weight.device)
+        head.weight.copy_(self.head.weight[outputs])
+        head.bias.copy_(self.head.bias[outputs])
+        self.head = head
 
 
 @dataclass
@@ -172,6 +180,8 @@ class IdmResult:
     n_heldout: int
     seconds: float = 0.0
     """Wall time of the training."""
+    unread: tuple[str, ...] = ()
+    """Controls left out because it does not read them on real frames (see `train_idm`)."""
 
     @property
     def unmeasured(self) -> str | None:
@@ -184,7 +194,7 @@ class IdmResult:
                 "train_transitions": self.n_train, "heldout_transitions": self.n_heldout,
                 "train_seconds": round(self.seconds, 1),
                 "scored_controls": [self.labels.spec.names[i] for i in self.labels.columns],
-                "exclusive": self.labels.spec.exclusive}
+                "unread_controls": list(self.unread), "exclusive": self.labels.spec.exclusive}
 
 
 def fit(before: np.ndarray, after: np.ndarray, actions: np.ndarray, spec: ControlSpec, steps: int = 600,
@@ -212,16 +222,21 @@ def fit(before: np.ndarray, after: np.ndarray, actions: np.ndarray, spec: Contro
 
 
 @torch.no_grad()
+def logits_of(model: InverseDynamics, before: np.ndarray, after: np.ndarray, batch: int = 512) -> torch.Tensor:
+    """The IDM's logits for transitions (uint8 [N, H, W, 3] twice), [N, n_out] on the CPU."""
+    dev = next(model.parameters()).device
+    out = [model(torch.from_numpy(before[k:k + batch]).to(dev), torch.from_numpy(after[k:k + batch]).to(dev)).cpu()
+           for k in range(0, len(before), batch)]
+    return torch.cat(out) if out else torch.zeros(0, model.head.out_features)
+
+
 def correct(model: InverseDynamics, labels: ActionLabels, before: np.ndarray, after: np.ndarray,
             actions: np.ndarray, batch: int = 512) -> np.ndarray:
     """Per transition, whether the IDM sees the given action: float [N] in [0, 1]."""
-    dev = next(model.parameters()).device
-    y = labels.targets(actions)
-    out = []
-    for k in range(0, len(y), batch):
-        logits = model(torch.from_numpy(before[k:k + batch]).to(dev), torch.from_numpy(after[k:k + batch]).to(dev))
-        out.append(labels.correct(logits.cpu(), y[k:k + batch]))
-    return torch.cat(out).numpy().astype(np.float64) if out else np.zeros(0)
+    if len(actions) == 0:
+        return np.zeros(0)
+    logits = logits_of(model, before, after, batch)
+    return labels.correct(logits, labels.targets(actions)).numpy().astype(np.float64)
 
 
 def split_by_time(transitions: tuple[np.ndarray, ...], share: float = 0.2) -> tuple[tuple, tuple]:
@@ -234,12 +249,27 @@ def split_by_time(transitions: tuple[np.ndarray, ...], share: float = 0.2) -> tu
 
 def train_idm(train: tuple[np.ndarray, np.ndarray, np.ndarray], heldout: tuple[np.ndarray, np.ndarray, np.ndarray],
               spec: ControlSpec, **fit_kw) -> IdmResult:
-    """Fit on `train` transitions (before, after, actions), score on `heldout` ones."""
+    """Fit on `train` transitions (before, after, actions), score on `heldout` ones. Of several
+    binary controls, it keeps those it reads on the held-out transitions: each one's accuracy
+    above `needed` of its own chance. A key with no visible effect (or hardly ever let go) scores
+    about its chance in real and generated frames alike, and in the mean it would hide a key
+    that shows; where it reads none, all are kept and the mean decides (`unreadable`)."""
     t0 = time.perf_counter()
     labels = ActionLabels.for_data(spec, train[2])
     model = fit(*train, spec, labels=labels, **fit_kw)
     seconds = time.perf_counter() - t0
+    unread: tuple[str, ...] = ()
+    if not spec.exclusive and labels.n_out > 1 and len(heldout[2]):
+        y = labels.targets(heldout[2])
+        right = ((logits_of(model, *heldout[:2]) > 0) == (y > 0.5)).float().mean(0)
+        p = y.mean(0)
+        read = [k for k in range(labels.n_out)
+                if right[k] > needed(float(torch.maximum(p[k], 1 - p[k])), len(y))]
+        if read and len(read) < labels.n_out:
+            unread = tuple(spec.names[c] for k, c in enumerate(labels.columns) if k not in read)
+            model.keep(read)
+            labels = ActionLabels(spec, tuple(labels.columns[k] for k in read))
     ceiling = correct(model, labels, *heldout)
     return IdmResult(model, labels, float(ceiling.mean()) if len(ceiling) else math.nan,
                      labels.chance(heldout[2]) if len(heldout[2]) else math.nan,
-                     float(correct(model, labels, *train).mean()), len(train[0]), len(heldout[0]), seconds)
+                     float(correct(model, labels, *train).mean()), len(train[0]), len(heldout[0]), seconds, unread)

@@ -347,7 +347,9 @@ def _action(a: dict | None, ref: dict, recorded: bool) -> str:
     return H.section("Action following", H.para(
         f"An inverse-dynamics classifier trained on {c['train_transitions']} real transitions (frame t, frame t+1 "
         f"-> action; controls {', '.join(c['scored_controls'])}) reads each generated transition; accuracy is how "
-        "often it sees the action that was given."), H.table(["", "accuracy"], rows))
+        "often it sees the action that was given."
+        + (f" Not scored: {', '.join(c['unread_controls'])}, which it does not read on real frames (no visible "
+           "effect, or hardly ever let go)." if c.get("unread_controls") else "")), H.table(["", "accuracy"], rows))
 
 
 def _videos(files: list[dict], what: str) -> str:

@@ -387,6 +387,36 @@ def test_the_action_classifier_scores_only_the_controls_the_data_both_holds_and_
     assert result.chance == pytest.approx(max(np.mean(actions[:-1, 0]), 1 - np.mean(actions[:-1, 0])))
 
 
+def test_the_action_classifier_keeps_the_controls_it_reads_on_real_frames():
+    """Of several keys, those it does not read on real held-out transitions (no visible effect)
+    are left out: in the mean they would sit at chance in real and generated frames alike and
+    hide the key that shows (a platformer's run key beside its jump). Reading none, it keeps all."""
+    from dreamcade.dataset import Control, ControlSpec
+    from dreamcade.eval.idm import train_idm
+
+    spec = ControlSpec((Control("left"), Control("jump"), Control("run")))
+    rng = np.random.default_rng(0)
+
+    def transitions(n: int, shows: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        before = rng.integers(0, 256, (n, 8, 8, 3), dtype=np.uint8)
+        actions = (rng.random((n, 3)) < [0.5, 0.4, 0.3]).astype(np.float32)
+        after = rng.integers(0, 256, (n, 8, 8, 3), dtype=np.uint8)
+        if shows:  # jump lights the top row; left and run show nothing
+            after[:, 0] = np.where(actions[:, 1, None, None] > 0, 255, 0)
+        return before, after, actions
+
+    for shows in (True, False):
+        result = train_idm(transitions(2000, shows), transitions(400, shows), spec, steps=200)
+        summary = result.summary()
+        if shows:
+            assert summary["scored_controls"] == ["jump"] and summary["unread_controls"] == ["left", "run"]
+            assert result.model.head.out_features == 1 and result.ceiling > 0.95 and result.unmeasured is None
+            assert result.chance == pytest.approx(0.6, abs=0.06)  # jump's own, not the mean of three
+        else:
+            assert summary["scored_controls"] == ["left", "jump", "run"] and summary["unread_controls"] == []
+            assert result.unmeasured is not None
+
+
 def test_the_action_classifier_sees_at_most_32_pixels_a_side_whatever_the_frame_size():
     """Its cost does not grow with the frame size: frames above 32 pixels on the long side reach
     the network at 32 there (area interpolation, aspect kept), smaller ones as they are; a frame
