@@ -41,6 +41,9 @@ SCREEN_RECORD_SIZE = "128x72"
 TWO_STAGE_SIZES = {"screen-128": "128x72"}
 """The two-stage presets (model/upsampler.py) and the size their store is built at: the size
 the world shows, which the dynamics model reads shrunk."""
+TWO_STAGE_SECONDS = {"screen-128": 720}
+"""What the screen demo records for a two-stage preset: 4 minutes leave its world without the
+player and the action classifier without enough held-out frames (docs/recipe.md#screen-size)."""
 SCREEN_DROP_DARK = 40  # SuperTux's deaths fade to black; a world trained on the fades fades for good (docs/recipe.md)
 DEFAULTS = {"out": ("demo", "demo-screen"), "size": ("32x32", "64x36"), "preset": ("demo", "screen-demo"),
             "horizon": (1000, 2000)}
@@ -55,8 +58,8 @@ def parse_args(argv=None, prog: str = "python demo.py") -> argparse.Namespace:
                    "or demo-screen with --screen)")
     p.add_argument("--game", default="ALE/Breakout-v5", help="gymnasium game to record (default: ALE/Breakout-v5)")
     p.add_argument("--frames", type=int, default=20000, help="frames to record (default: 20000, 22 minutes of play)")
-    p.add_argument("--seconds", type=int, default=SCREEN_SECONDS, help="--screen: seconds of play to record "
-                   f"(default: {SCREEN_SECONDS})")
+    p.add_argument("--seconds", type=int, default=None, help="--screen: seconds of play to record "
+                   f"(default: {SCREEN_SECONDS}, or {TWO_STAGE_SECONDS['screen-128']} with --preset screen-128)")
     p.add_argument("--size", default=None, help="training frame size (default: 32x32, or 64x36 with --screen, or "
                    "128x72 with --preset screen-128: the size its two-stage world shows)")
     p.add_argument("--preset", default=None, help="config preset in configs/ (default: demo, or screen-demo "
@@ -69,6 +72,8 @@ def parse_args(argv=None, prog: str = "python demo.py") -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.size is None and args.preset in TWO_STAGE_SIZES:  # the store at the size the world shows
         args.size = TWO_STAGE_SIZES[args.preset]
+    if args.seconds is None:
+        args.seconds = TWO_STAGE_SECONDS.get(args.preset, SCREEN_SECONDS)
     for name, (atari, screen) in DEFAULTS.items():
         if getattr(args, name) is None:
             setattr(args, name, screen if args.screen else atari)

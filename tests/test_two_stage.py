@@ -267,11 +267,11 @@ def test_a_two_stage_world_missing_its_upsampler_is_refused_in_one_line(tmp_path
     assert r.returncode != 0 and "upsampler.motion_crops must be in [0, 1]" in r.stderr
 
 
-def test_the_screen_demo_builds_its_store_at_the_size_a_two_stage_preset_shows():
+def test_the_screen_demo_builds_its_store_at_the_size_and_records_the_length_a_two_stage_preset_needs():
     from dreamcade.demo import check_args, parse_args
 
     two = parse_args(["--screen", "--preset", "screen-128"])
-    assert two.size == "128x72" and two.preset == "screen-128"
+    assert two.size == "128x72" and two.preset == "screen-128" and two.seconds == 720
     check_args(two)
-    assert parse_args(["--screen"]).size == "64x36"
+    assert parse_args(["--screen"]).size == "64x36" and parse_args(["--screen"]).seconds == 240
     assert parse_args(["--screen", "--preset", "screen-128", "--size", "64x36"]).size == "64x36"
