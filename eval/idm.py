@@ -126,15 +126,24 @@ class ActionLabels:
         """Per transition: 1/0 (exclusive), or the share of controls predicted right, [N]."""
         if self.spec.exclusive:
             return (logits.argmax(1) == y).float()
-        return ((logits > 0) == (y > 0.5)).float().mean(1)
+        return self.hits(logits, y).mean(1)
+
+    def hits(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Not exclusive: whether each control was predicted right, float [N, K]."""
+        return ((logits > 0) == (y > 0.5)).float()
 
     def chance(self, actions: np.ndarray) -> float:
         """Accuracy of always answering the most common action (per control for non-exclusive)."""
         y = self.targets(actions)
         if self.spec.exclusive:
             return float(torch.bincount(y, minlength=self.n_out).max() / len(y))
+        return float(self.chances(y).mean())
+
+    @staticmethod
+    def chances(y: torch.Tensor) -> torch.Tensor:
+        """Not exclusive: each control's chance (the share of its more common state), [K]."""
         p = y.mean(0)
-        return float(torch.maximum(p, 1 - p).mean())
+        return torch.maximum(p, 1 - p)
 
 
 MIN_GAIN = 0.1
@@ -261,10 +270,8 @@ def train_idm(train: tuple[np.ndarray, np.ndarray, np.ndarray], heldout: tuple[n
     unread: tuple[str, ...] = ()
     if not spec.exclusive and labels.n_out > 1 and len(heldout[2]):
         y = labels.targets(heldout[2])
-        right = ((logits_of(model, *heldout[:2]) > 0) == (y > 0.5)).float().mean(0)
-        p = y.mean(0)
-        read = [k for k in range(labels.n_out)
-                if right[k] > needed(float(torch.maximum(p[k], 1 - p[k])), len(y))]
+        right, chances = labels.hits(logits_of(model, *heldout[:2]), y).mean(0), labels.chances(y)
+        read = [k for k in range(labels.n_out) if right[k] > needed(float(chances[k]), len(y))]
         if read and len(read) < labels.n_out:
             unread = tuple(spec.names[c] for k, c in enumerate(labels.columns) if k not in read)
             model.keep(read)
