@@ -291,9 +291,9 @@ def print_drift(m: dict, out: Path) -> None:
         if a and a.get("unmeasured"):
             print(f"action following: unmeasured: {a['unmeasured']}")
         elif a:
-            ac = m["reference"].get("action_classifier") or {}
-            read = (f" on {', '.join(ac['scored_controls'])} (the keys it reads on real frames; not "
-                    f"{', '.join(ac['unread_controls'])})") if ac.get("unread_controls") else ""
+            from dreamcade.eval.idm import scored_on
+
+            read = scored_on(m["reference"].get("action_classifier"))
             print(f"action following: {f(a['accuracy'], 3)}{read} (real {held}ceiling {f(a['ceiling'], 3)}, "
                   f"chance {f(a['chance'], 3)})")
     if "sessions" in m:

@@ -392,7 +392,7 @@ def test_the_action_classifier_keeps_the_controls_it_reads_on_real_frames():
     are left out: in the mean they would sit at chance in real and generated frames alike and
     hide the key that shows (a platformer's run key beside its jump). Reading none, it keeps all."""
     from dreamcade.dataset import Control, ControlSpec
-    from dreamcade.eval.idm import train_idm
+    from dreamcade.eval.idm import scored_on, train_idm
 
     spec = ControlSpec((Control("left"), Control("jump"), Control("run")))
     rng = np.random.default_rng(0)
@@ -412,9 +412,11 @@ def test_the_action_classifier_keeps_the_controls_it_reads_on_real_frames():
             assert summary["scored_controls"] == ["jump"] and summary["unread_controls"] == ["left", "run"]
             assert result.model.head.out_features == 1 and result.ceiling > 0.95 and result.unmeasured is None
             assert result.chance == pytest.approx(0.6, abs=0.06)  # jump's own, not the mean of three
+            # what the eval's summary line and a world's card say the figure is of
+            assert scored_on(summary) == " on jump (the keys the classifier reads on real frames; not left, run)"
         else:
             assert summary["scored_controls"] == ["left", "jump", "run"] and summary["unread_controls"] == []
-            assert result.unmeasured is not None
+            assert result.unmeasured is not None and scored_on(summary) == ""
 
 
 def test_the_action_classifier_sees_at_most_32_pixels_a_side_whatever_the_frame_size():

@@ -30,6 +30,7 @@ import numpy as np
 from dreamcade.dataset.errors import plural
 from dreamcade.dataset.source import SCREEN, game_name
 from dreamcade.dataset.store import Store, StoreError, StoreWriter, open_store, software_version, store_exists
+from dreamcade.eval.idm import scored_on
 from dreamcade.files.checkpoint import (CONFIG_FILE, MODEL_DIR, CheckpointError, load_model, load_upsampler, model_home,
                                        save_model)
 from dreamcade.files.frames import check_frames
@@ -170,7 +171,8 @@ def report_summary(report: Path, run: Path | None = None, step: int | None = Non
                "healthy_horizon_min": r["healthy_horizon"]["min"],
                "healthy_horizon_median": r["healthy_horizon"]["median"],
                "action_following": a.get("accuracy"), "action_following_ceiling": a.get("ceiling"),
-               "action_following_unmeasured": a.get("unmeasured")}
+               "action_following_unmeasured": a.get("unmeasured"),
+               "action_classifier": (m.get("reference") or {}).get("action_classifier")}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise CheckpointError(f"{report}: not an `eval drift` report with rollouts ({type(e).__name__}: {e}); "
                               "pass the --out folder of `dreamcade eval drift --checkpoint RUN`") from None
@@ -305,7 +307,7 @@ def model_card(info: dict, cfg: Config) -> str:
                   f"| healthy horizon | {e['healthy_horizon_min']} steps in the worst of "
                   f"{plural(e['episodes'], HELD_OUT_NOUN.get(e.get('held_out_by'), 'episode'))}, "
                   f"{fig(e['healthy_horizon_median'], '{:.0f}')} median, of {e['horizon']} |",
-                  f"| action following | {fig(e['action_following'], '{:.3f}')} (real-data ceiling "
+                  f"| action following | {fig(e['action_following'], '{:.3f}')}{scored_on(e.get('action_classifier'))} (real-data ceiling "
                   f"{fig(e['action_following_ceiling'], '{:.3f}')}) |" if not e.get("action_following_unmeasured") else
                   f"| action following | unmeasured: {e['action_following_unmeasured']} |"]
     else:
