@@ -295,7 +295,7 @@ def print_drift(m: dict, out: Path) -> None:
 
             read = scored_on(m["reference"].get("action_classifier"))
             print(f"action following: {f(a['accuracy'], 3)}{read} (real {held}ceiling {f(a['ceiling'], 3)}, "
-                  f"chance {f(a['chance'], 3)})")
+                  f"chance {f(a['chance'], 3)}; from chance to the ceiling {f(a['from_chance'])})")
     if "sessions" in m:
         s = m["sessions"]
         print(f"sessions: healthy horizon {s['healthy_horizon']['min']} steps (worst), "
@@ -305,7 +305,8 @@ def print_drift(m: dict, out: Path) -> None:
         a = s.get("action_following")
         if a:
             print("sessions: action following: " + (f"unmeasured: {a['unmeasured']}" if a.get("unmeasured") else
-                                                    f"{f(a['accuracy'], 3)} (chance {f(a['chance'], 3)})"))
+                                                    f"{f(a['accuracy'], 3)} (chance {f(a['chance'], 3)}; from chance "
+                                                    f"to the ceiling {f(a['from_chance'])})"))
     print(f"report: {out / 'index.html'}")
 
 

@@ -344,6 +344,7 @@ def _action(a: dict | None, ref: dict, recorded: bool) -> str:
     if recorded:
         rows += [["generated, recorded steps only", a["on_recorded_steps"]],
                  ["recorded, same steps", a["real_on_recorded_steps"]]]
+    rows.append(["generated, whole horizon, from chance (0) to the ceiling (1)", a["from_chance"]])
     return H.section("Action following", H.para(
         f"An inverse-dynamics classifier trained on {c['train_transitions']} real transitions (frame t, frame t+1 "
         f"-> action; controls {', '.join(c['scored_controls'])}) reads each generated transition; accuracy is how "

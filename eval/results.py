@@ -44,12 +44,24 @@ KEPT = ("ceiling", "chance")
 
 def action_figures(idm: IdmResult, figures: dict) -> dict:
     """The action-following section of metrics.json: `figures` (the classifier's accuracies, with
-    its ceiling and chance), and "unmeasured": None, or why the classifier cannot read real
-    frames' actions (IdmResult.unmeasured); then every accuracy is None (a list: each entry)."""
+    its ceiling and chance), "from_chance" (`from_chance` of the accuracy), and "unmeasured":
+    None, or why the classifier cannot read real frames' actions (IdmResult.unmeasured); then
+    every accuracy is None (a list: each entry)."""
     why = idm.unmeasured
+    figures = {**figures, "from_chance": from_chance(figures.get("accuracy"), figures["ceiling"], figures["chance"])}
     if why:
         figures = {k: v if k in KEPT else [None] * len(v) if isinstance(v, list) else None for k, v in figures.items()}
     return {**figures, "unmeasured": why}
+
+
+def from_chance(accuracy: float | None, ceiling: float, chance: float) -> float | None:
+    """Where `accuracy` lies on the way from chance (0) to the ceiling (1), 4 decimals: a world
+    that shows none of the actions scores about 0 however high chance is, and under 0 where the
+    classifier reads the opposite of the action given. None without an accuracy, or where the
+    ceiling is not above chance."""
+    if accuracy is None or ceiling is None or chance is None or not ceiling > chance:
+        return None
+    return round((accuracy - chance) / (ceiling - chance), 4)
 
 
 @dataclass

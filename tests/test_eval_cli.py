@@ -315,6 +315,11 @@ def test_action_following_is_unmeasured_where_the_classifier_cannot_read_real_fr
             assert a["unmeasured"] is None and c["unmeasured"] is None and c["ceiling"] > c["needed"], c
             assert 0 <= a["accuracy"] <= 1 and "Unmeasured" not in html
             assert f"sessions: action following: {a['accuracy']:.3f}" in proc.stdout
+            # the sessions are real frames of the driven block, so they sit near the ceiling, not at chance
+            assert a["from_chance"] == pytest.approx((a["accuracy"] - a["chance"]) / (a["ceiling"] - a["chance"]),
+                                                     abs=1e-3) and a["from_chance"] > 0.5, a
+            assert f"from chance to the ceiling {a['from_chance']:.2f})" in proc.stdout
+            assert "from chance (0) to the ceiling (1)" in html
             continue
         assert a["accuracy"] is None, f"a figure from a classifier that cannot read real frames: {a}, {c}"
         why = c["unmeasured"]
@@ -322,7 +327,7 @@ def test_action_following_is_unmeasured_where_the_classifier_cannot_read_real_fr
         assert re.fullmatch(r"the classifier reads real frames' actions (no|not clearly) better than chance "
                             rf"\({c['ceiling']:.3f} vs {c['chance']:.3f}(; above {c['needed']:.3f} needed on "
                             rf"{c['heldout_transitions']} real transitions)?\)", why), why
-        assert set(a["per_chunk"]) == {None} and a["chance"] == round(c["chance"], 5)
+        assert set(a["per_chunk"]) == {None} and a["chance"] == round(c["chance"], 5) and a["from_chance"] is None
         assert f"sessions: action following: unmeasured: {why}" in proc.stdout
         assert f"note: action following is unmeasured: {why}" in proc.stderr
         assert "Unmeasured: " + html_escape(why) in html and "action accuracy" not in html
