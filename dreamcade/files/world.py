@@ -171,6 +171,7 @@ def report_summary(report: Path, run: Path | None = None, step: int | None = Non
                "healthy_horizon_min": r["healthy_horizon"]["min"],
                "healthy_horizon_median": r["healthy_horizon"]["median"],
                "action_following": a.get("accuracy"), "action_following_ceiling": a.get("ceiling"),
+               "action_following_chance": a.get("chance"),
                "action_following_unmeasured": a.get("unmeasured"),
                "action_classifier": (m.get("reference") or {}).get("action_classifier")}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
@@ -307,8 +308,9 @@ def model_card(info: dict, cfg: Config) -> str:
                   f"| healthy horizon | {e['healthy_horizon_min']} steps in the worst of "
                   f"{plural(e['episodes'], HELD_OUT_NOUN.get(e.get('held_out_by'), 'episode'))}, "
                   f"{fig(e['healthy_horizon_median'], '{:.0f}')} median, of {e['horizon']} |",
-                  f"| action following | {fig(e['action_following'], '{:.3f}')}{scored_on(e.get('action_classifier'))} (real-data ceiling "
-                  f"{fig(e['action_following_ceiling'], '{:.3f}')}) |" if not e.get("action_following_unmeasured") else
+                  f"| action following | {fig(e['action_following'], '{:.3f}')}{scored_on(e.get('action_classifier'))} "
+                  f"(real-data ceiling {fig(e['action_following_ceiling'], '{:.3f}')}, "
+                  f"chance {fig(e.get('action_following_chance'), '{:.3f}')}) |" if not e.get("action_following_unmeasured") else
                   f"| action following | unmeasured: {e['action_following_unmeasured']} |"]
     else:
         lines += [f"| one-step PSNR | {fig(t.get('val_psnr'), '{:.2f} dB')} on training's validation batches "
