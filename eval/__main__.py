@@ -291,7 +291,7 @@ def print_drift(m: dict, out: Path) -> None:
         if a and a.get("unmeasured"):
             print(f"action following: unmeasured: {a['unmeasured']}")
         elif a:
-            from dreamcade.eval.idm import scored_on
+            from dreamcade.files.world import scored_on
 
             read = scored_on(m["reference"].get("action_classifier"))
             print(f"action following: {f(a['accuracy'], 3)}{read} (real {held}ceiling {f(a['ceiling'], 3)}, "

@@ -206,16 +206,6 @@ class IdmResult:
                 "unread_controls": list(self.unread), "exclusive": self.labels.spec.exclusive}
 
 
-def scored_on(classifier: dict | None) -> str:
-    """" on K, ... (the keys the classifier reads on real frames; not L, ...)" for a classifier
-    summary (`IdmResult.summary`) that left keys unscored, else "": what an action-following
-    figure is of, where the eval prints it and in a world's card."""
-    if not classifier or not classifier.get("unread_controls"):
-        return ""
-    return (f" on {', '.join(classifier['scored_controls'])} (the keys the classifier reads on real frames; "
-            f"not {', '.join(classifier['unread_controls'])})")
-
-
 def fit(before: np.ndarray, after: np.ndarray, actions: np.ndarray, spec: ControlSpec, steps: int = 600,
         batch: int = 64, lr: float = 2e-3, device: torch.device | str = "cpu", seed: int = 0,
         progress: bool = False, desc: str = "action classifier", labels: ActionLabels | None = None

@@ -392,7 +392,8 @@ def test_the_action_classifier_keeps_the_controls_it_reads_on_real_frames():
     are left out: in the mean they would sit at chance in real and generated frames alike and
     hide the key that shows (a platformer's run key beside its jump). Reading none, it keeps all."""
     from dreamcade.dataset import Control, ControlSpec
-    from dreamcade.eval.idm import scored_on, train_idm
+    from dreamcade.eval.idm import train_idm
+    from dreamcade.files.world import scored_on
 
     spec = ControlSpec((Control("left"), Control("jump"), Control("run")))
     rng = np.random.default_rng(0)

@@ -334,7 +334,7 @@ def test_6_export_refuses_the_report_of_another_run(tmp_path, lab, capsys):
     assert call("export", str(lab["b"]), "--out", str(out), "--report", str(lab["report_b"])) == 0
     assert json.loads((out / "world.json").read_text())["eval"]["report"] == str(lab["report_b"])
     # the card carries the report's action following: the keys scored, the ceiling and chance
-    from dreamcade.eval.idm import scored_on
+    from dreamcade.files.world import scored_on
 
     m = json.loads((lab["report_b"] / "metrics.json").read_text())
     a, c = m["rollouts"]["action_following"], m["reference"]["action_classifier"]

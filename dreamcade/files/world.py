@@ -30,7 +30,6 @@ import numpy as np
 from dreamcade.dataset.errors import plural
 from dreamcade.dataset.source import SCREEN, game_name
 from dreamcade.dataset.store import Store, StoreError, StoreWriter, open_store, software_version, store_exists
-from dreamcade.eval.idm import scored_on
 from dreamcade.files.checkpoint import (CONFIG_FILE, MODEL_DIR, CheckpointError, load_model, load_upsampler, model_home,
                                        save_model)
 from dreamcade.files.frames import check_frames
@@ -182,6 +181,16 @@ def report_summary(report: Path, run: Path | None = None, step: int | None = Non
                               f"(step {step}); evaluate this run (`dreamcade eval drift --checkpoint {run} --out "
                               "REPORT`) and pass that report")
     return out
+
+
+def scored_on(classifier: dict | None) -> str:
+    """" on K, ... (the keys the classifier reads on real frames; not L, ...)" for the action
+    classifier of a report's metrics.json (eval.idm.IdmResult.summary) that left keys unscored,
+    else "": what an action-following figure is of, in the eval's summary and a world's card."""
+    if not classifier or not classifier.get("unread_controls"):
+        return ""
+    return (f" on {', '.join(classifier['scored_controls'])} (the keys the classifier reads on real frames; "
+            f"not {', '.join(classifier['unread_controls'])})")
 
 
 def measured(checkpoint: dict, run: Path, step: int | None) -> bool:
