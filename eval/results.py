@@ -54,7 +54,7 @@ def action_figures(idm: IdmResult, figures: dict) -> dict:
     return {**figures, "unmeasured": why}
 
 
-def from_chance(accuracy: float | None, ceiling: float, chance: float) -> float | None:
+def from_chance(accuracy: float | None, ceiling: float | None, chance: float | None) -> float | None:
     """Where `accuracy` lies on the way from chance (0) to the ceiling (1), 4 decimals: a world
     that shows none of the actions scores about 0 however high chance is, and under 0 where the
     classifier reads the opposite of the action given. None without an accuracy, or where the

@@ -134,6 +134,25 @@ def test_the_card_names_a_screen_recorded_game_by_its_window(run, tmp_path):
         assert tags[3:] == ([] if game == "a screen recording" else [game]), tags
 
 
+def test_the_card_carries_the_reports_action_following(run, tmp_path):
+    """Exported with the report of an eval whose classifier reads the block's moves, the card
+    gives the action following with the keys it is scored on, the ceiling and chance."""
+    from dreamcade.files.world import scored_on
+
+    run_dir, _ = run
+    report = tmp_path / "report"
+    in_process("eval", "drift", "--checkpoint", str(run_dir), "--out", str(report), "--horizon", "20", "--episodes",
+               "2", "--idm-steps", "300", "--windows", "32", "--bank", "200", "--threads", "1", "--quiet")
+    m = json.loads((report / "metrics.json").read_text())
+    a, c = m["rollouts"]["action_following"], m["reference"]["action_classifier"]
+    assert a["unmeasured"] is None, c
+    in_process("export", str(run_dir), "--out", str(tmp_path / "world"), "--report", str(report), "--episodes", "1",
+               "--frames", "20")
+    card = (tmp_path / "world" / "README.md").read_text()
+    assert (f"| action following | {a['accuracy']:.3f}{scored_on(c)} (real-data ceiling {a['ceiling']:.3f}, "
+            f"chance {a['chance']:.3f}) |") in card, card
+
+
 def test_export_refuses_what_would_lose_or_mislead(run, tmp_path):
     run_dir, data = run
     for out, says in ((data / "w", "lies inside the input"), (data, "is the input"),

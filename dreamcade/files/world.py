@@ -317,9 +317,9 @@ def model_card(info: dict, cfg: Config) -> str:
                   f"| healthy horizon | {e['healthy_horizon_min']} steps in the worst of "
                   f"{plural(e['episodes'], HELD_OUT_NOUN.get(e.get('held_out_by'), 'episode'))}, "
                   f"{fig(e['healthy_horizon_median'], '{:.0f}')} median, of {e['horizon']} |",
-                  f"| action following | {fig(e['action_following'], '{:.3f}')}{scored_on(e.get('action_classifier'))} "
+                  f"| action following | {fig(e['action_following'], '{:.3f}')}{scored_on(e['action_classifier'])} "
                   f"(real-data ceiling {fig(e['action_following_ceiling'], '{:.3f}')}, "
-                  f"chance {fig(e.get('action_following_chance'), '{:.3f}')}) |" if not e.get("action_following_unmeasured") else
+                  f"chance {fig(e['action_following_chance'], '{:.3f}')}) |" if not e.get("action_following_unmeasured") else
                   f"| action following | unmeasured: {e['action_following_unmeasured']} |"]
     else:
         lines += [f"| one-step PSNR | {fig(t.get('val_psnr'), '{:.2f} dB')} on training's validation batches "
