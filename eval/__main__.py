@@ -103,6 +103,9 @@ def parse_args(argv=None, prog: str = "dreamcade eval") -> argparse.Namespace:
     d.add_argument("--context-noise", type=float,
                    help="noise level given to past frames when generating (default: the checkpoint's "
                         "sampler.context_noise; at most its diffusion.context_noise_max)")
+    d.add_argument("--guidance", type=float,
+                   help="guidance on the input, 1 (off) or more: two network calls a step; needs a model "
+                        "trained with diffusion.action_drop (default: the checkpoint's sampler.guidance)")
     d.add_argument("--hold-levels", type=float,
                    help="a generated pixel within this many 8-bit levels of the frame before keeps its value "
                         "(default: the checkpoint's sampler.hold_levels; 0: off)")
@@ -219,7 +222,9 @@ def drift_inputs(args: argparse.Namespace, settings: DriftSettings, device: torc
     inputs = DriftInputs(data, model, cfg, meta, speed, upsampler_steps(upsampling, args.upsampler_steps))
     if run_model:
         inputs.sampler = sampling.sampler_settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise,
-                                           hold_levels=args.hold_levels, method=args.method)
+                                           hold_levels=args.hold_levels, method=args.method,
+                                           guidance=args.guidance)
+        sampling.check_guided(inputs.sampler.guidance, model.diffusion.action_drop, "--guidance")
         inputs.cases = rollout_cases(data, context, settings.horizon, settings.episodes)
     if args.session:
         check_sessions(args.session, data.frame_shape)

@@ -45,7 +45,9 @@ def context_level_feature(ctx_sigma: torch.Tensor) -> torch.Tensor:
 
 
 class Conditioner(nn.Module):
-    """cond = MLP(Fourier(c_noise)) + MLP(Fourier(context level)) + ActionEncoder(actions)."""
+    """cond = MLP(Fourier(c_noise)) + MLP(Fourier(context level)) + ActionEncoder(actions), the
+    last left out (zero) for the samples `dropped` marks: the model without the input, which
+    guidance on the input (sampler.guidance) sets against the model with it."""
 
     def __init__(self, spec: ControlSpec, steps: int, action_dim: int, cond_dim: int) -> None:
         super().__init__()
@@ -56,6 +58,8 @@ class Conditioner(nn.Module):
         self.actions = ActionEncoder(spec, steps, action_dim, cond_dim)
 
     def forward(self, c_noise: torch.Tensor, ctx_sigma: torch.Tensor, actions: torch.Tensor,
-                mask: torch.Tensor) -> torch.Tensor:
-        return (self.noise(c_noise) + self.context_noise(context_level_feature(ctx_sigma))
-                + self.actions(actions, mask))
+                mask: torch.Tensor, dropped: torch.Tensor | None = None) -> torch.Tensor:
+        acts = self.actions(actions, mask)
+        if dropped is not None:
+            acts = acts * (~dropped)[:, None].to(acts.dtype)
+        return self.noise(c_noise) + self.context_noise(context_level_feature(ctx_sigma)) + acts

@@ -101,9 +101,14 @@ class DiffusionConfig:
     next by more than 4 of 255 levels: such a pixel counts 1 + motion_weight times. On games
     where a small object moves by itself over a still screen (Breakout's ball) the moving pixels
     are a fraction of a percent of the loss; 0 turns it off."""
+    action_drop: float = 0.0
+    """Share of the training windows whose input is dropped, in [0, 1): their action term of the
+    conditioning is zero, so the model also learns the next frame without knowing the keys, the
+    second half of what sampler.guidance needs. 0 turns it off."""
 
     def check(self) -> None:
         require(self.motion_weight >= 0, "diffusion.motion_weight must be 0 or more")
+        require(0 <= self.action_drop < 1, "diffusion.action_drop must be in [0, 1) (0: off)")
         require(self.sigma_data > 0 and self.p_std > 0, "diffusion.sigma_data and diffusion.p_std must be positive")
         require(0 < self.sigma_min < self.sigma_max, "diffusion needs 0 < sigma_min < sigma_max")
         require(self.offset_noise >= 0, "diffusion.offset_noise must be 0 or more")
@@ -142,9 +147,15 @@ class SamplerConfig:
     frame keep the last frame's value, 0 or more (0: off). Sampling leaves errors of one to three
     levels that round differently in every frame, and without it a still picture flickers
     (docs/recipe.md has the measurement)."""
+    guidance: float = 1.0
+    """Guidance on the input (classifier-free guidance), 1 or more (1: off): each step's denoised
+    frame is D(without the keys) + guidance * (D(with them) - D(without)), the change the keys
+    make pushed further. Needs a model trained with diffusion.action_drop > 0; costs two
+    network calls a step (one batch of twice the size)."""
 
     def check(self) -> None:
         check_steps(self.steps)
+        check_guidance(self.guidance)
         check_method(self.method)
         require(0 < self.sigma_min < self.sigma_max, "sampler needs 0 < sigma_min < sigma_max")
         require(self.rho > 0 and self.churn >= 0, "sampler.rho must be positive and sampler.churn 0 or more")
@@ -170,6 +181,19 @@ def check_hold_levels(levels: float, option: str = "sampler.hold_levels") -> flo
     return levels
 
 
+def check_guidance(guidance: float, option: str = "sampler.guidance") -> float:
+    require(guidance >= 1, f"{option} {guidance:g}: guidance on the input must be 1 (off) or more")
+    return guidance
+
+
+def check_guided(guidance: float, action_drop: float, option: str = "sampler.guidance") -> None:
+    """Guidance above 1 only for a model that learned the frame without the input it guides from."""
+    require(guidance == 1 or action_drop > 0,
+            f"{option} {guidance:g}: guidance needs a model trained with diffusion.action_drop above 0, which "
+            f"learns the frame without the input to guide from (this one: {action_drop:g}); use {option} 1, "
+            "or train with diffusion.action_drop=0.1")
+
+
 def context_noise_used(level: float, maximum: float) -> float:
     """The context-noise level a model applies: the asked level clamped to [0, the largest level
     it was trained with (diffusion.context_noise_max)]."""
@@ -182,7 +206,8 @@ def check_method(method: str, option: str = "sampler.method") -> str:
 
 
 def sampler_settings(base: SamplerConfig, steps: int | None = None, context_noise: float | None = None,
-                     hold_levels: float | None = None, method: str | None = None) -> SamplerConfig:
+                     hold_levels: float | None = None, method: str | None = None,
+                     guidance: float | None = None) -> SamplerConfig:
     """A copy of `base` with the given command-line options (None keeps the base's), checked."""
     out = replace(base)
     if method is not None:
@@ -193,6 +218,8 @@ def sampler_settings(base: SamplerConfig, steps: int | None = None, context_nois
         out.steps = check_steps(steps, "--steps")
     if context_noise is not None:
         out.context_noise = check_context_noise(context_noise, "--context-noise")
+    if guidance is not None:
+        out.guidance = float(check_guidance(guidance, "--guidance"))
     return out
 
 
@@ -375,3 +402,4 @@ class Config:
         require(bool(self.name) and "/" not in self.name, "name must be a plain folder name")
         for section in (self.data, self.model, self.diffusion, self.sampler, self.upsampler, self.optim, self.train, self.log):
             section.check()
+        check_guided(self.sampler.guidance, self.diffusion.action_drop)

@@ -60,7 +60,8 @@ class Denoiser(ModelMixin, ConfigMixin):
     def __init__(self, *, frame_size: list[int] | None, control_spec: dict, context: int,
                  channels: list[int], blocks: int, attention_levels: list[int], cond_dim: int, action_dim: int,
                  groups: int, sigma_data: float, p_mean: float, p_std: float, sigma_min: float, sigma_max: float,
-                 offset_noise: float, residual: bool, context_noise_max: float, motion_weight: float) -> None:
+                 offset_noise: float, residual: bool, context_noise_max: float, motion_weight: float,
+                 action_drop: float = 0.0) -> None:
         super().__init__()
         args = locals()
         net = NetworkConfig(**{k: args[k] for k in NETWORK})
@@ -91,22 +92,35 @@ class Denoiser(ModelMixin, ConfigMixin):
         """The names of the registered arguments (config.json's keys besides the private ones)."""
         return [name for name in inspect.signature(cls.__init__).parameters if name != "self"]
 
+    @classmethod
+    def arguments(cls, raw: dict) -> dict:
+        """The registered arguments out of a config.json mapping; one added since the folder was
+        saved (it has a default: diffusion.action_drop) takes its default. KeyError for a
+        missing one without."""
+        params = inspect.signature(cls.__init__).parameters
+        return {k: raw[k] if k in raw or params[k].default is inspect.Parameter.empty else params[k].default
+                for k in cls.init_keys()}
+
     def inner(self, x: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor, ctx_sigma: torch.Tensor,
-              actions: torch.Tensor, mask: torch.Tensor, speed: Speed = EAGER) -> torch.Tensor:
-        """F's output for noisy x [B, 3, H, W] at sigma [B], in float32."""
+              actions: torch.Tensor, mask: torch.Tensor, speed: Speed = EAGER,
+              dropped: torch.Tensor | None = None) -> torch.Tensor:
+        """F's output for noisy x [B, 3, H, W] at sigma [B], in float32; where `dropped` [B] is
+        True, without the actions (diffusion.action_drop)."""
         b, steps, c, h, w = context.shape
         sd = self.diffusion.sigma_data
         s = sigma[:, None, None, None]
         inp = torch.cat([edm.c_in(s, sd) * x, context.reshape(b, steps * c, h, w)], dim=1)  # [B, 3(L+1), H, W]
-        cond = self.cond(edm.c_noise(sigma), ctx_sigma, actions, mask)
+        cond = self.cond(edm.c_noise(sigma), ctx_sigma, actions, mask, dropped)
         return speed(self.net, inp, cond)
 
     def forward(self, x: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor, ctx_sigma: torch.Tensor,
-                actions: torch.Tensor, mask: torch.Tensor, speed: Speed = EAGER) -> torch.Tensor:
+                actions: torch.Tensor, mask: torch.Tensor, speed: Speed = EAGER,
+                dropped: torch.Tensor | None = None) -> torch.Tensor:
         """D: the denoised estimate of the next frame, [B, 3, H, W] in [-1, 1] units."""
         s = sigma[:, None, None, None]
         sd = self.diffusion.sigma_data
-        return edm.c_skip(s, sd) * x + edm.c_out(s, sd) * self.inner(x, sigma, context, ctx_sigma, actions, mask, speed)
+        out = self.inner(x, sigma, context, ctx_sigma, actions, mask, speed, dropped)
+        return edm.c_skip(s, sd) * x + edm.c_out(s, sd) * out
 
     def loss(self, batch: Batch, generator: torch.Generator | None = None, speed: Speed = EAGER) -> torch.Tensor:
         """EDM loss on the last frame of each window, given the L frames and actions before it,
@@ -124,7 +138,10 @@ class Denoiser(ModelMixin, ConfigMixin):
         target = frames[:, L] - self.base(context)  # against the context as the network sees it
         s = sigma[:, None, None, None]
         x = target + s * noise
-        out = self.inner(x, sigma, context, ctx_sigma, batch.actions[:, :L], batch.mask[:, :L], speed)
+        dropped = None
+        if cfg.action_drop > 0:  # drawn after the rest, so a run without it draws what it always did
+            dropped = torch.rand(b, device=dev, generator=generator) < cfg.action_drop
+        out = self.inner(x, sigma, context, ctx_sigma, batch.actions[:, :L], batch.mask[:, :L], speed, dropped)
         target_f = (target - edm.c_skip(s, cfg.sigma_data) * x) / edm.c_out(s, cfg.sigma_data)
         err = (out - target_f) ** 2
         if cfg.motion_weight > 0:

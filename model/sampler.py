@@ -14,11 +14,11 @@ import torch
 
 from dreamcade.dataset.pixels import LEVEL, quantize
 from dreamcade.model import edm
-from dreamcade.model.config import METHODS, SamplerConfig, context_noise_used
+from dreamcade.model.config import METHODS, SamplerConfig, check_guided, context_noise_used
 from dreamcade.model.denoiser import EAGER, Speed
 
 Denoise = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-__all__ = ["schedule", "sample", "next_frame"]
+__all__ = ["schedule", "sample", "next_frame", "conditioned"]
 
 
 def schedule(sampler: SamplerConfig, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -69,9 +69,30 @@ def next_frame(denoiser, context: torch.Tensor, actions: torch.Tensor, mask: tor
     last = context[:, -1]
     context, ctx_sigma = denoiser.noisy_context(context, generator, level)
     base = denoiser.base(context)  # as in training: the last frame as the network sees it
-    x = sample(lambda x, s: denoiser(x, s, context, ctx_sigma, actions, mask, speed), noise, sigmas,
+    x = sample(conditioned(denoiser, context, ctx_sigma, actions, mask, sampler.guidance, speed), noise, sigmas,
                sampler.method, sampler.churn, generator)
     return hold(quantize((base + x).clamp(-1, 1)), last, sampler.hold_levels)
+
+
+def conditioned(denoiser, context: torch.Tensor, ctx_sigma: torch.Tensor, actions: torch.Tensor,
+                mask: torch.Tensor, guidance: float = 1.0, speed: Speed = EAGER) -> Denoise:
+    """D(x, sigma) of a Denoiser given the past frames and actions; with `guidance` above 1
+    (sampler.guidance), D without the actions plus `guidance` times the change the actions make,
+    both from one call on a batch of twice the size. A model trained without
+    diffusion.action_drop never learned the frame without the actions: ConfigError."""
+    if guidance == 1:
+        return lambda x, s: denoiser(x, s, context, ctx_sigma, actions, mask, speed)
+    check_guided(guidance, denoiser.diffusion.action_drop)
+    b = context.shape[0]
+    two = lambda t: torch.cat([t, t])
+    dropped = torch.arange(2 * b, device=context.device) >= b  # the second half without the actions
+
+    def guided(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        both = denoiser(two(x), two(s), two(context), two(ctx_sigma), two(actions), two(mask), speed, dropped)
+        with_keys, without = both[:b], both[b:]
+        return without + guidance * (with_keys - without)
+
+    return guided
 
 
 def hold(frame: torch.Tensor, last: torch.Tensor, levels: float) -> torch.Tensor:

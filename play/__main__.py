@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from dreamcade.dataset.errors import boundary, plural
 from dreamcade.dataset.outputs import check_apart
-from dreamcade.model.config import STEPS, Config, ConfigError, SamplerConfig, sampler_settings
+from dreamcade.model.config import STEPS, Config, ConfigError, SamplerConfig, check_guided, sampler_settings
 from dreamcade.model.runtime import Runtime
 from dreamcade.play import PlayError
 from dreamcade.play.live import HOTKEYS
@@ -58,6 +58,9 @@ def parse_args(argv=None, prog: str = "dreamcade play") -> argparse.Namespace:
                    help="a two-stage world's upsampler: its sampler steps per frame (default: the world's "
                         "upsampler.sampler_steps)")
     p.add_argument("--context-noise", type=float, default=None, help="context noise level (default: the checkpoint's)")
+    p.add_argument("--guidance", type=float, default=None,
+                   help="guidance on the input, 1 (off) or more: two network calls a step; needs a model "
+                        "trained with diffusion.action_drop (default: the checkpoint's sampler.guidance)")
     p.add_argument("--hold-levels", type=float, default=None,
                    help="a generated pixel within this many levels of the frame before keeps its value "
                         "(default: the checkpoint's sampler.hold_levels; 0: off)")
@@ -82,7 +85,8 @@ def parse_args(argv=None, prog: str = "dreamcade play") -> argparse.Namespace:
     if args.scale < 1 or (args.fps is not None and args.fps < 0):
         p.error("--scale must be at least 1 and --fps at least 0")
     try:  # before the model loads; settings() applies them to the checkpoint's sampler
-        sampler_settings(SamplerConfig(), args.steps, args.context_noise, args.hold_levels, args.method)
+        sampler_settings(SamplerConfig(), args.steps, args.context_noise, args.hold_levels, args.method,
+                         args.guidance)
     except ConfigError as e:
         p.error(str(e))
     return args
@@ -146,7 +150,8 @@ def build_player(args: argparse.Namespace, outputs: Outputs) -> Player:
     model, cfg, meta, device, speed, upsampling = load_for_inference(args.checkpoint, runtime)
     outputs.check_apart(cfg.data.stores)
     sampler = sampler_settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise,
-                               hold_levels=args.hold_levels, method=args.method)
+                               hold_levels=args.hold_levels, method=args.method, guidance=args.guidance)
+    check_guided(sampler.guidance, model.diffusion.action_drop, "--guidance")
     spec = model.spec
     try:
         keymap = parse_keymap(args.keys, spec.names) if args.keys and spec.exclusive else None

@@ -142,6 +142,9 @@ def test_user_mistakes_get_one_line_and_exit_2(breakout, tmp_path):
         (["--session", str(block)], "--session needs reference data"),
         (["--checkpoint", str(run), "--steps", "11"], "--steps 11"),
         (["--checkpoint", str(run), "--hold-levels", "-1"], "--hold-levels -1"),
+        (["--checkpoint", str(run), "--guidance", "0.5"], "--guidance 0.5: guidance on the input must be 1"),
+        (["--checkpoint", str(run), "--guidance", "2"],
+         "--guidance 2: guidance needs a model trained with diffusion.action_drop above 0"),
         (["--checkpoint", str(run), "--method", "rk4"],
          "--method 'rk4': the sampler method must be one of euler, heun"),
         (["--checkpoint", str(run), "--horizon", "0"], "--horizon must be at least 1"),
@@ -158,6 +161,19 @@ def test_user_mistakes_get_one_line_and_exit_2(breakout, tmp_path):
     proc = eval_cli("drift", "--checkpoint", str(run), "--out", str(tmp_path / "taken"), "--overwrite", check=False)
     assert proc.returncode == 2 and "is not an eval report" in proc.stderr
     assert (tmp_path / "taken" / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.slow
+def test_guidance_on_the_input_runs_for_a_model_trained_with_action_drop(breakout, tmp_path):
+    store, _ = breakout
+    run_cli("train.py", "--config", "configs/tiny.yaml", "--data", str(store), f"out_dir={tmp_path}", "name=dropped",
+            "train.steps=2", "diffusion.action_drop=0.5", "train.sample_every=0", "train.eval_every=1000",
+            "train.threads=1", "--quiet")
+    out = tmp_path / "report"
+    eval_cli("drift", "--checkpoint", str(tmp_path / "dropped"), "--data", str(store), "--out", str(out), *SMALL,
+             "--guidance", "2", "--videos", "0")
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["sampler"]["guidance"] == 2 and len(m["rollouts"]["psnr"]["per_step"]["mean"]) == 20
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from dreamcade.files.config_file import apply_override, load_config
 from dreamcade.model.denoiser import Denoiser
 from dreamcade.model.world_env import WorldModelEnv
 from dreamcade.dataset.pixels import LEVEL, moved as pixels_moved, quantize, to_model
-from dreamcade.model.sampler import next_frame, sample
+from dreamcade.model.sampler import conditioned, next_frame, sample
 
 SPEC = ControlSpec((Control("left"), Control("right"), Control("dx", "continuous", "mouse:dx", -20, 20)))
 
@@ -300,6 +300,66 @@ def test_actions_change_the_output():
     a1 = model(*args, b.actions[:, :2], b.mask[:, :2])
     a2 = model(*args, b.actions[:, :2] * 0, b.mask[:, :2])
     assert (a1 - a2).abs().max() > 1e-4
+
+
+def test_guidance_is_the_frame_without_the_input_plus_guidance_times_the_change_the_input_makes():
+    cfg = tiny_cfg()
+    cfg.diffusion.action_drop = 0.1
+    model = randomize(make_model(cfg=cfg)).eval()
+    b = random_batch()
+    f = b.frames_float()
+    x, sigma, context, ctx_sigma = f[:, 2], torch.full((4,), 1.0), f[:, :2], torch.zeros(4)
+    actions, mask = b.actions[:, :2], b.mask[:, :2]
+    dropped = torch.ones(4, dtype=torch.bool)
+    with torch.no_grad():
+        with_keys = model(x, sigma, context, ctx_sigma, actions, mask)
+        without = model(x, sigma, context, ctx_sigma, actions, mask, dropped=dropped)
+        assert torch.equal(without, model(x, sigma, context, ctx_sigma, actions * 0 + 1, mask, dropped=dropped))
+        assert (with_keys - without).abs().max() > 1e-4  # dropped: the actions are out of the picture
+        assert torch.equal(conditioned(model, context, ctx_sigma, actions, mask, 1.0)(x, sigma), with_keys)
+        guided = conditioned(model, context, ctx_sigma, actions, mask, 3.0)(x, sigma)
+    torch.testing.assert_close(guided, without + 3.0 * (with_keys - without), atol=1e-5, rtol=1e-5)
+    g1, g2 = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
+    plain = next_frame(model, context, actions, mask, cfg.sampler, g1)
+    pushed = next_frame(model, context, actions, mask, replace(cfg.sampler, guidance=3.0), g2)
+    assert not torch.equal(plain, pushed)
+    with pytest.raises(ConfigError, match="sampler.guidance 2: guidance needs a model trained with diffusion.action_drop"):
+        conditioned(make_model(), context, ctx_sigma, actions, mask, 2.0)
+    plain_cfg = tiny_cfg()
+    plain_cfg.sampler.guidance = 2.0
+    with pytest.raises(ConfigError, match="or train with diffusion.action_drop=0.1"):
+        plain_cfg.check()
+    with pytest.raises(ConfigError, match="sampler.guidance 0.5: .* 1 \\(off\\) or more"):
+        replace(cfg.sampler, guidance=0.5).check()
+    with pytest.raises(ConfigError, match="diffusion.action_drop must be in"):
+        replace(cfg.diffusion, action_drop=1.0).check()
+
+
+def test_a_dropped_window_trains_nothing_of_the_action_encoder():
+    """With every window's input dropped the action encoder gets no gradient; with none dropped
+    it does (the loss reaches it through the conditioning)."""
+    grads = {}
+    for drop in (0.0, 0.999999):
+        cfg = tiny_cfg()
+        cfg.diffusion.action_drop = drop
+        model = randomize(make_model(cfg=cfg))
+        model.loss(random_batch(), torch.Generator().manual_seed(0)).backward()
+        grads[drop] = sum(p.grad.abs().sum() for p in model.cond.actions.parameters())
+    assert grads[0.0] > 0 and grads[0.999999] == 0
+
+
+def test_a_model_folder_saved_before_action_drop_loads_without_it(tmp_path):
+    cfg = tiny_cfg()
+    model = randomize(make_model(cfg=cfg))
+    save_model(tmp_path, model, cfg, step=1)
+    config = tmp_path / "model" / "config.json"
+    raw = json.loads(config.read_text())
+    del raw["action_drop"]
+    del raw["_dreamcade"]["config"]["diffusion"]["action_drop"], raw["_dreamcade"]["config"]["sampler"]["guidance"]
+    config.write_text(json.dumps(raw))
+    loaded, cfg2, _ = load_model(tmp_path)
+    assert loaded.diffusion.action_drop == 0.0 and cfg2.sampler.guidance == 1.0
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in loaded.state_dict().items())
 
 
 def test_save_load_gives_the_same_output(tmp_path):

@@ -424,6 +424,8 @@ def test_missing_checkpoint_and_bad_data_are_clear_errors(block_run, device_run,
             w.append(np.zeros((32, 32, 3), np.uint8), np.eye(5)[0], t)
     assert "--size 16x16" in error("--checkpoint", run, "--data", str(big))
     assert "--episode 99" in error("--checkpoint", run, "--episode", "99")
+    assert "--guidance 2: guidance needs a model trained with diffusion.action_drop" in error(
+        "--checkpoint", run, "--guidance", "2")
     with pytest.raises(SystemExit) as stop:  # refused with the other options, before the model loads
         cli.main(["--checkpoint", run, "--steps", "11"])
     assert stop.value.code == 2 and "--steps 11: sampler steps must be between 1 and 10" in capsys.readouterr().err

@@ -46,7 +46,7 @@ def test_the_graphs_give_the_pytorch_frames_from_the_same_inputs_and_noise(tmp_p
 
     torch.manual_seed(0)
     net = NetworkConfig(channels=[16, 32], blocks=1, attention_levels=[1], cond_dim=32, action_dim=8, groups=8)
-    model = Denoiser.build(net, DiffusionConfig(context_noise_max=0.3), small_spec, 3, (12, 16)).eval()
+    model = Denoiser.build(net, DiffusionConfig(context_noise_max=0.3, action_drop=0.1), small_spec, 3, (12, 16)).eval()
     for p in model.parameters():  # an untrained network's last layer is zero: give it something to say
         p.data += 0.05 * torch.randn_like(p)
     sampler = SamplerConfig(steps=2, method="heun", context_noise=0.1, hold_levels=0.0)
@@ -66,6 +66,15 @@ def test_the_graphs_give_the_pytorch_frames_from_the_same_inputs_and_noise(tmp_p
     other = run_graph(tmp_path / "nf.onnx", dict(context=context, actions=actions, mask=mask.float(),
                                                  noise=torch.randn(1, 3, 12, 16), context_noise=context_noise))
     assert np.abs(other - out).mean() / LEVEL > 2.0
+    # guidance on the input (two denoiser calls a step, one batch) unrolls into the graph too
+    guided = SamplerConfig(steps=2, method="heun", context_noise=0.1, hold_levels=0.0, guidance=2.5)
+    export_graph(NextFrameGraph(model, guided), next_frame_inputs(model, (12, 16)), NEXT_FRAME, tmp_path / "g.onnx")
+    ref_g = next_frame(model, context, actions, mask, guided, torch.Generator().manual_seed(5))
+    out_g = run_graph(tmp_path / "g.onnx", dict(context=context, actions=actions, mask=mask.float(), noise=noise,
+                                                context_noise=context_noise))
+    diff_g = np.abs(out_g - ref_g.numpy()) / LEVEL
+    assert diff_g.mean() <= 0.25 and (diff_g > 0.5).mean() < 0.1
+    assert np.abs(out_g - out).mean() / LEVEL > 0.5  # and it is another frame than the unguided one
 
     up = Upsampler(scale=2, frame_size=[24, 32], channels=[8, 16], blocks=1, cond_dim=32, groups=8, sigma_data=0.25,
                    p_mean=-0.4, p_std=1.2, sigma_min=0.002, sigma_max=20.0, cond_noise_max=0.1).eval()

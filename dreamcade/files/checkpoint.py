@@ -193,7 +193,7 @@ def _load_folder(folder: Path) -> tuple[Denoiser, Config, dict]:
     try:
         cfg = from_dict(Config, ours["config"], where=f"{config} _dreamcade.config")
         cfg.check()
-        model = Denoiser(**{k: raw[k] for k in Denoiser.init_keys()})
+        model = Denoiser(**Denoiser.arguments(raw))
     except (ConfigError, SpecError, KeyError, ValueError, TypeError, AttributeError) as e:
         raise CheckpointError(f"{config}: broken: {type(e).__name__}: {e}; {again}") from None
     _load_weights(model, weights, f"{config}'s arguments")

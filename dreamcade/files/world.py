@@ -304,7 +304,8 @@ def model_card(info: dict, cfg: Config) -> str:
               f"{fig(t.get('minutes'), '{:.1f} minutes')} |" if info.get("distilled") else
               f"| training | {info['step']:,} steps, {fig(t.get('minutes'), '{:.1f} minutes')} |"),
              f"| model | {sum(1 for _ in cfg.model.channels)} UNet levels {cfg.model.channels}, context {cfg.data.context} frames, "
-             f"{cfg.sampler.steps} sampler steps ({cfg.sampler.method}) |"]
+             f"{cfg.sampler.steps} sampler steps ({cfg.sampler.method}"
+             f"{f', guidance {cfg.sampler.guidance:g} on the input' if cfg.sampler.guidance != 1 else ''}) |"]
     if info.get("upsampler"):
         u, ut = info["upsampler"], info["upsampler"]["training"]
         lines.append(f"| two stages | the model above makes each frame at {u['dynamics_size']}; an upsampler "

@@ -41,7 +41,7 @@ from dreamcade.model.config import Config, ConfigError
 from dreamcade.model.denoiser import EAGER, Denoiser, Speed
 from dreamcade.model.device import configure
 from dreamcade.model.runtime import Runtime
-from dreamcade.model.sampler import next_frame, sample, schedule
+from dreamcade.model.sampler import conditioned, next_frame, sample, schedule
 from dreamcade.model.upsampler import STAGE, sampler_of
 from dreamcade.training.loop import Task, train
 from dreamcade.training.parts import build_data, prepare_run, run_output
@@ -51,11 +51,13 @@ from dreamcade.training.settings import DistillSettings
 def student_config(teacher: Config, name: str, out_dir: str, settings: DistillSettings, runtime: Runtime) -> Config:
     """The teacher's config as the student's run: its name and folder, its sampler steps (in
     Euler's method: one network call a step, the point of a student; Heun's correction in few
-    steps adds noise, docs/recipe.md#sampler-method), and the loop's settings of a distillation
+    steps adds noise, docs/recipe.md#sampler-method; no guidance: it learns the teacher's guided
+    frames, so its one call gives what the teacher's two did), and the loop's settings of a distillation
     (iterations as train.steps, its batch, seed, learning rate after a 20-step warm-up, no EMA:
     the student is saved as trained, no periodic evaluation)."""
     cfg = copy.deepcopy(teacher)
     cfg.name, cfg.out_dir, cfg.sampler.steps, cfg.sampler.method = name, out_dir, settings.steps, "euler"
+    cfg.sampler.guidance = 1.0
     t = cfg.train
     t.steps = settings.iterations or max(1, teacher.train.steps // 7)
     t.batch_size = settings.batch_size or teacher.train.batch_size
@@ -77,9 +79,9 @@ def distill_loss(teacher: Denoiser, student: Denoiser, batch: Batch, teacher_sam
     actions, mask = batch.actions[:, :L], batch.mask[:, :L]
     noise = torch.randn(frames[:, L].shape, device=dev, generator=generator)
     with torch.no_grad():
-        target = sample(lambda x, s: teacher(x, s, context, ctx_sigma, actions, mask, speed), noise,
-                        schedule(teacher_sampler, dev), teacher_sampler.method)
-    out = sample(lambda x, s: student(x, s, context, ctx_sigma, actions, mask, speed), noise,
+        target = sample(conditioned(teacher, context, ctx_sigma, actions, mask, teacher_sampler.guidance, speed),
+                        noise, schedule(teacher_sampler, dev), teacher_sampler.method)
+    out = sample(conditioned(student, context, ctx_sigma, actions, mask, student_sampler.guidance, speed), noise,
                  schedule(student_sampler, dev), student_sampler.method)
     err = (out - target) ** 2
     if teacher.diffusion.motion_weight > 0:
