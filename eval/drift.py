@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from dreamcade.eval.data import EvalData, RolloutCase, SessionSequence, sample_frames, sample_transitions, sample_windows
 from dreamcade.eval.health import HealthBand, HealthReference, drift_score, frame_health
-from dreamcade.eval.idm import ActionLabels, IdmResult, correct, split_by_time, train_idm
+from dreamcade.eval.idm import ActionLabels, IdmResult, correct, per_key, readings, split_by_time, train_idm
 from dreamcade.eval.metrics import mse, psnr, psnr_from_mse, ssim
 from dreamcade.eval.results import Reference, Rollouts, SessionResult
 from dreamcade.dataset.pixels import model_to_hwc
@@ -172,11 +172,13 @@ def quality(generated: list[np.ndarray], cases: list[RolloutCase], T: int | None
     return p, s
 
 
-def action_curve(idm: IdmResult, first: np.ndarray, frames: np.ndarray, actions: np.ndarray) -> np.ndarray:
+def action_curve(idm: IdmResult, first: np.ndarray, frames: np.ndarray,
+                 actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Whether the classifier sees actions[t] in the transition into frames[t] ([T], from the
-    frame `first` before frames[0])."""
+    frame `first` before frames[0]), and per scored control whether it reads it held and whether
+    it was ([T, K] twice: idm.readings)."""
     before = np.concatenate([first[None], frames[:-1]])
-    return correct(idm.model, idm.labels, before, frames, actions[:len(frames)])
+    return readings(idm.model, idm.labels, before, frames, actions[:len(frames)])
 
 
 def rollouts(model: Denoiser | Predictor, cases: list[RolloutCase], sampler: SamplerConfig, ref: Reference,
@@ -194,14 +196,21 @@ def rollouts(model: Denoiser | Predictor, cases: list[RolloutCase], sampler: Sam
     real_health = [frame_health(c.real, ref.health) for c in cases]
     action = np.full((len(cases), T), np.nan)
     real_action = np.full((len(cases), T), np.nan)
+    keys = None
     if ref.idm is not None:
+        gen_keys, real_keys = [], []  # (seen, given) of each episode
         for i, (g, c) in enumerate(zip(gen, cases)):
-            action[i] = action_curve(ref.idm, c.context[-1], g, c.actions)
-            real_action[i] = pad(action_curve(ref.idm, c.context[-1], c.real, c.actions), T)
+            action[i], *seen_given = action_curve(ref.idm, c.context[-1], g, c.actions)
+            gen_keys.append(seen_given)
+            real, *seen_given = action_curve(ref.idm, c.context[-1], c.real, c.actions)
+            real_action[i] = pad(real, T)
+            real_keys.append(seen_given)
+        stack = lambda pairs: [np.concatenate(x) for x in zip(*pairs)]
+        keys = per_key(ref.idm.labels.keys, *stack(gen_keys), *stack(real_keys))
     return Rollouts(cases, gen, *quality(gen, cases), *quality(static, cases, T), health, real_health,
                     [drift_score(h, settings.chunk, ref.health) for h in health],
                     [drift_score(h, settings.chunk, ref.health) for h in real_health], action, real_action, fps,
-                    *(quality(wide, cases) if wide is not None else (None, None)))
+                    *(quality(wide, cases) if wide is not None else (None, None)), per_key=keys)
 
 
 # -- sessions: the reference-free section only --------------------------------------------------------------

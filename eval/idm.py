@@ -132,6 +132,22 @@ class ActionLabels:
         """Not exclusive: whether each control was predicted right, float [N, K]."""
         return ((logits > 0) == (y > 0.5)).float()
 
+    @property
+    def keys(self) -> list[str]:
+        """The names of the scored controls (of an exclusive spec: its actions)."""
+        return [self.spec.names[i] for i in self.columns]
+
+    def seen(self, logits: torch.Tensor) -> torch.Tensor:
+        """Whether the classifier reads each scored control as held (exclusive: the one action it
+        picks), bool [N, K]."""
+        if self.spec.exclusive:
+            return F.one_hot(logits.argmax(1), self.n_out).bool()
+        return logits > 0
+
+    def given(self, y: torch.Tensor) -> torch.Tensor:
+        """Whether each scored control was held in the targets `y` (exclusive: the one action), bool [N, K]."""
+        return F.one_hot(y, self.n_out).bool() if self.spec.exclusive else y > 0.5
+
     def chance(self, actions: np.ndarray) -> float:
         """Accuracy of always answering the most common action (per control for non-exclusive)."""
         y = self.targets(actions)
@@ -242,10 +258,39 @@ def logits_of(model: InverseDynamics, before: np.ndarray, after: np.ndarray, bat
 def correct(model: InverseDynamics, labels: ActionLabels, before: np.ndarray, after: np.ndarray,
             actions: np.ndarray, batch: int = 512) -> np.ndarray:
     """Per transition, whether the IDM sees the given action: float [N] in [0, 1]."""
+    return readings(model, labels, before, after, actions, batch)[0]
+
+
+def readings(model: InverseDynamics, labels: ActionLabels, before: np.ndarray, after: np.ndarray,
+             actions: np.ndarray, batch: int = 512) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per transition: whether the IDM sees the given action (`correct`'s, float [N]), and per
+    scored control whether it reads the control held and whether it was (bool [N, K] twice)."""
     if len(actions) == 0:
-        return np.zeros(0)
-    logits = logits_of(model, before, after, batch)
-    return labels.correct(logits, labels.targets(actions)).numpy().astype(np.float64)
+        return np.zeros(0), np.zeros((0, labels.n_out), bool), np.zeros((0, labels.n_out), bool)
+    logits, y = logits_of(model, before, after, batch), labels.targets(actions)
+    return (labels.correct(logits, y).numpy().astype(np.float64), labels.seen(logits).numpy(),
+            labels.given(y).numpy())
+
+
+def per_key(keys: list[str], seen: np.ndarray, given: np.ndarray, real_seen: np.ndarray | None = None,
+            real_given: np.ndarray | None = None) -> dict:
+    """Each scored control: how many transitions held it, and the share of those in which the
+    classifier reads it held ("shown_when_held") and of the others in which it reads it held
+    anyway ("shown_when_not_held"), in the generated frames and (given) in the real ones; a share
+    of no transitions is None. Which key a world fails to show, where the mean of `correct` over
+    the keys says only that it fails one."""
+    def share(hit: np.ndarray, where: np.ndarray) -> float | None:
+        return round(float(hit[where].mean()), 4) if where.any() else None
+
+    out = {}
+    for k, name in enumerate(keys):
+        g, s = given[:, k], seen[:, k]
+        row = {"held": int(g.sum()), "shown_when_held": share(s, g), "shown_when_not_held": share(s, ~g)}
+        if real_seen is not None:
+            rg, rs = real_given[:, k], real_seen[:, k]
+            row.update(real_shown_when_held=share(rs, rg), real_shown_when_not_held=share(rs, ~rg))
+        out[name] = row
+    return out
 
 
 def split_by_time(transitions: tuple[np.ndarray, ...], share: float = 0.2) -> tuple[tuple, tuple]:

@@ -350,7 +350,21 @@ def _action(a: dict | None, ref: dict, recorded: bool) -> str:
         f"-> action; controls {', '.join(c['scored_controls'])}) reads each generated transition; accuracy is how "
         "often it sees the action that was given."
         + (f" Not scored: {', '.join(c['unread_controls'])}, which it does not read on real frames (no visible "
-           "effect, or hardly ever let go)." if c.get("unread_controls") else "")), H.table(["", "accuracy"], rows))
+           "effect, or hardly ever let go)." if c.get("unread_controls") else "")), H.table(["", "accuracy"], rows),
+        *_keys(a.get("per_key")))
+
+
+def _keys(keys: dict | None) -> list[str]:
+    """Each key's row: how often the classifier reads it held where it was, and where it was not."""
+    if not keys:
+        return []
+    return [H.para("Each key: of the transitions that held it, the share in which the classifier reads it held; "
+                   "of the others, the share in which it reads it anyway (generated over the whole horizon, "
+                   "recorded over the recorded steps)."),
+            H.table(["key", "held in", "generated: read when held", "…when not held", "recorded: read when held",
+                     "…when not held"],
+                    [[name, k["held"], k["shown_when_held"], k["shown_when_not_held"], k.get("real_shown_when_held"),
+                      k.get("real_shown_when_not_held")] for name, k in keys.items()])]
 
 
 def _videos(files: list[dict], what: str) -> str:

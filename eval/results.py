@@ -87,6 +87,8 @@ class Rollouts:
     bicubic_psnr: np.ndarray | None = None
     """A two-stage world's own low frames widened bicubically (the baseline of its upsampler); None for one stage."""
     bicubic_ssim: np.ndarray | None = None
+    per_key: dict | None = None
+    """Action following of each scored control (eval.idm.per_key); None without a classifier."""
 
 
 @dataclass

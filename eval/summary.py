@@ -169,7 +169,7 @@ def rollout_summary(r: Rollouts, settings: DriftSettings, ref: Reference) -> dic
             "on_recorded_steps": num(np.nanmean(np.where(np.isfinite(r.real_action), r.action, np.nan))),
             "real_on_recorded_steps": num(np.nanmean(r.real_action)),
             "real_per_chunk": chunk_means(r.real_action, size),
-            "ceiling": num(ref.idm.ceiling), "chance": num(ref.idm.chance)})
+            "ceiling": num(ref.idm.ceiling), "chance": num(ref.idm.chance), "per_key": r.per_key})
     return out
 
 

@@ -387,6 +387,29 @@ def test_the_action_classifier_scores_only_the_controls_the_data_both_holds_and_
     assert result.chance == pytest.approx(max(np.mean(actions[:-1, 0]), 1 - np.mean(actions[:-1, 0])))
 
 
+def test_each_keys_action_following_known_answers():
+    """per_key: of the transitions that held a key, the share where the classifier reads it held;
+    of the others, the share where it reads it anyway; from the labels' readings of logits."""
+    from dreamcade.dataset import Control, ControlSpec
+    from dreamcade.eval.idm import ActionLabels, per_key
+
+    labels = ActionLabels(ControlSpec((Control("left"), Control("right"))))
+    y = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    logits = torch.tensor([[2.0, 1.0], [-1.0, -1.0], [-1.0, 3.0], [-2.0, 2.0]])
+    seen, given = labels.seen(logits).numpy(), labels.given(y).numpy()
+    k = per_key(labels.keys, seen, given, real_seen=given, real_given=given)
+    assert k["left"] == {"held": 2, "shown_when_held": 0.5, "shown_when_not_held": 0.0,
+                         "real_shown_when_held": 1.0, "real_shown_when_not_held": 0.0}
+    assert k["right"]["shown_when_held"] == 1.0 and k["right"]["shown_when_not_held"] == pytest.approx(2 / 3, abs=1e-4)
+    assert per_key(["left"], seen[:0, :1], given[:0, :1])["left"] == {
+        "held": 0, "shown_when_held": None, "shown_when_not_held": None}
+    exclusive = ActionLabels(ControlSpec((Control("NOOP"), Control("FIRE")), exclusive=True))
+    k = per_key(exclusive.keys, exclusive.seen(torch.tensor([[0.0, 1.0], [2.0, 1.0]])).numpy(),
+                exclusive.given(torch.tensor([1, 1])).numpy())
+    assert k["FIRE"] == {"held": 2, "shown_when_held": 0.5, "shown_when_not_held": None}
+    assert k["NOOP"] == {"held": 0, "shown_when_held": None, "shown_when_not_held": 0.5}
+
+
 def test_the_action_classifier_keeps_the_controls_it_reads_on_real_frames():
     """Of several keys, those it does not read on real held-out transitions (no visible effect)
     are left out: in the mean they would sit at chance in real and generated frames alike and

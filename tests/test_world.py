@@ -146,6 +146,12 @@ def test_the_card_carries_the_reports_action_following(run, tmp_path):
     m = json.loads((report / "metrics.json").read_text())
     a, c = m["rollouts"]["action_following"], m["reference"]["action_classifier"]
     assert a["unmeasured"] is None, c
+    keys = a["per_key"]  # each action: how often the classifier reads it where it was given, and where not
+    n = 20 * len(m["rollouts"]["episodes"])  # one action a transition: each is held in one key's count
+    assert list(keys) == c["scored_controls"] and sum(k["held"] for k in keys.values()) == n, keys
+    assert any(k["real_shown_when_held"] > k["real_shown_when_not_held"] for k in keys.values()
+               if k["real_shown_when_held"] is not None), keys
+    assert "Each key: of the transitions that held it" in (report / "index.html").read_text()
     in_process("export", str(run_dir), "--out", str(tmp_path / "world"), "--report", str(report), "--episodes", "1",
                "--frames", "20")
     card = (tmp_path / "world" / "README.md").read_text()
