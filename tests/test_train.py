@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -350,6 +351,34 @@ def test_a_distilled_one_step_student_closes_most_of_the_gap_to_its_four_step_te
     assert closed > 0.5, (one, four, distilled)
 
 
+def test_a_students_target_is_the_teachers_guided_frame():
+    """With guidance on the input the teacher's sample a student learns is the guided one: a
+    student that is the teacher, sampled as the teacher samples, has no loss; sampled without
+    the guidance it has."""
+    import copy
+
+    from dreamcade.dataset import Control, ControlSpec
+    from dreamcade.dataset.batch import Batch
+    from dreamcade.files.config_file import load_config
+    from dreamcade.model.denoiser import Denoiser
+    from dreamcade.training.distill import distill_loss
+
+    cfg = load_config("configs/tiny.yaml", ["diffusion.action_drop=0.1", "sampler.guidance=2"])
+    torch.manual_seed(0)
+    teacher = Denoiser.build(cfg.model, cfg.diffusion, ControlSpec((Control("left"), Control("right"))),
+                             cfg.data.context, (16, 16))
+    for p in teacher.parameters():  # an untrained network's last layer is zero: give it something to say
+        p.data += 0.05 * torch.randn_like(p)
+    student = copy.deepcopy(teacher)
+    g = torch.Generator().manual_seed(0)
+    L = cfg.data.context
+    batch = Batch(torch.randint(0, 256, (4, L + 1, 3, 16, 16), dtype=torch.uint8, generator=g),
+                  torch.randint(0, 2, (4, L + 1, 2), generator=g).float(), torch.ones(4, L + 1, dtype=torch.bool))
+    loss = lambda student_sampler: float(distill_loss(teacher, student, batch, cfg.sampler, student_sampler,
+                                                      torch.Generator().manual_seed(1)))
+    assert loss(cfg.sampler) == 0 and loss(replace(cfg.sampler, guidance=1.0)) > 1e-6
+
+
 def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, block_store):
     """A few iterations from a random-init teacher (speed, not learning: the slow test above
     learns): the student's run folder loads like any run, with its steps and its origin."""
@@ -357,8 +386,8 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     from dreamcade.files.config_file import load_config
     from dreamcade.model.denoiser import Denoiser
 
-    cfg = load_config("configs/tiny.yaml", ["sampler.steps=3", "sampler.method=heun",
-                                            f"data.stores={json.dumps([str(block_store)])}"])
+    cfg = load_config("configs/tiny.yaml", ["sampler.steps=3", "sampler.method=heun", "diffusion.action_drop=0.1",
+                                            "sampler.guidance=2", f"data.stores={json.dumps([str(block_store)])}"])
     teacher = tmp_path / "teacher"
     spec = open_store(block_store).spec
     save_model(teacher, Denoiser.build(cfg.model, cfg.diffusion, spec, cfg.data.context, (16, 16)), cfg, 7)
@@ -374,11 +403,13 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     record = json.loads(meta["distilled"])
     assert scfg.sampler.steps == 1 and scfg.name == "teacher-1step" and meta["step"] == "7"
     assert scfg.sampler.method == "euler"  # a Heun teacher's student: one network call a step
+    assert scfg.sampler.guidance == 1, "it learns the teacher's guided frames: one call a step, not two"
     assert record["teacher"] == str(teacher) and record["iterations"] == 2 and record["teacher_steps"] == 3
-    assert record["teacher_method"] == "heun"
+    assert record["teacher_method"] == "heun" and record["teacher_guidance"] == 2
     card = (run / "world" / "README.md").read_text()
     assert "distilled from" in card and f"dreamcade distill --checkpoint {teacher} --steps 1" in card
-    assert "(3 sampler steps, heun, trained 7 steps)" in card and "1 sampler steps (euler)" in card
+    assert "(3 sampler steps, heun, guidance 2 on the input, trained 7 steps)" in card, card
+    assert "1 sampler steps (euler) |" in card
     proc = distill("--iterations", "2", check=False)
     assert proc.returncode == 2 and "a run of this name exists" in proc.stderr
     for into in (["--name", "teacher"], ["--name", "x", "--out-dir", str(teacher)]):  # never into the teacher

@@ -279,9 +279,11 @@ def train_command(run: Path) -> str | None:
 
 
 def teacher_sampler(distilled: dict) -> str:
-    """"6 sampler steps, heun": how a student's teacher sampled (its method where recorded)."""
-    method = distilled.get("teacher_method")
-    return f"{distilled['teacher_steps']} sampler steps" + (f", {method}" if method else "")
+    """"6 sampler steps, heun": how a student's teacher sampled (its method, and its guidance on
+    the input when above 1, where recorded)."""
+    method, guidance = distilled.get("teacher_method"), distilled.get("teacher_guidance", 1)
+    return (f"{distilled['teacher_steps']} sampler steps" + (f", {method}" if method else "")
+            + (f", guidance {guidance:g} on the input" if guidance != 1 else ""))
 
 
 def model_card(info: dict, cfg: Config) -> str:

@@ -122,7 +122,8 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
         train_ds, val_ds = build_data(tcfg)
         check_spec(teacher.spec, train_ds.spec, checkpoint)
         record = {"teacher": str(checkpoint), "teacher_step": int(meta.get("step", 0)),
-                  "teacher_steps": tcfg.sampler.steps, "teacher_method": tcfg.sampler.method, "method": "trajectory",
+                  "teacher_steps": tcfg.sampler.steps, "teacher_method": tcfg.sampler.method,
+                  "teacher_guidance": tcfg.sampler.guidance, "method": "trajectory",
                   **asdict(settings),
                   "iterations": cfg.train.steps, "batch_size": cfg.train.batch_size}
         started = time.time()
