@@ -410,6 +410,8 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     assert "distilled from" in card and f"dreamcade distill --checkpoint {teacher} --steps 1" in card
     assert "(3 sampler steps, heun, guidance 2 on the input, trained 7 steps)" in card, card
     assert "1 sampler steps (euler) |" in card
+    in_process("export", str(teacher), "--out", str(tmp_path / "teacher-world"), "--episodes", "1", "--frames", "8")
+    assert "3 sampler steps (heun, guidance 2 on the input) |" in (tmp_path / "teacher-world" / "README.md").read_text()
     proc = distill("--iterations", "2", check=False)
     assert proc.returncode == 2 and "a run of this name exists" in proc.stderr
     for into in (["--name", "teacher"], ["--name", "x", "--out-dir", str(teacher)]):  # never into the teacher
