@@ -288,7 +288,8 @@ def per_key(keys: list[str], seen: np.ndarray, given: np.ndarray, real_seen: np.
         row = {"held": int(g.sum()), "shown_when_held": share(s, g), "shown_when_not_held": share(s, ~g)}
         if real_seen is not None:
             rg, rs = real_given[:, k], real_seen[:, k]
-            row.update(real_shown_when_held=share(rs, rg), real_shown_when_not_held=share(rs, ~rg))
+            row.update(real_held=int(rg.sum()), real_shown_when_held=share(rs, rg),
+                       real_shown_when_not_held=share(rs, ~rg))
         out[name] = row
     return out
 

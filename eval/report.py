@@ -192,7 +192,9 @@ def _header(m: dict) -> list[str]:
             ["sessions", ", ".join(m["session_stores"]) or "–"], ["device", m["device"]],
             ["horizon (steps)", s["horizon"]], ["drift chunk (frames)", s["chunk_frames"]]]
     if m.get("sampler"):
-        rows += [["sampler steps", f"{m['sampler']['steps']} ({m['sampler'].get('method', 'euler')})"],
+        guided = m["sampler"].get("guidance", 1)
+        rows += [["sampler steps", f"{m['sampler']['steps']} ({m['sampler'].get('method', 'euler')}"
+                                   + (f", guidance {guided:g} on the input" if guided != 1 else "") + ")"],
                  ["context noise (asked / used)", f"{m['sampler']['context_noise']} / {m['sampler']['context_noise_used']}"]]
         if m["sampler"].get("upsampler"):
             u = m["sampler"]["upsampler"]
@@ -361,10 +363,10 @@ def _keys(keys: dict | None) -> list[str]:
     return [H.para("Each key: of the transitions that held it, the share in which the classifier reads it held; "
                    "of the others, the share in which it reads it anyway (generated over the whole horizon, "
                    "recorded over the recorded steps)."),
-            H.table(["key", "held in", "generated: read when held", "…when not held", "recorded: read when held",
-                     "…when not held"],
-                    [[name, k["held"], k["shown_when_held"], k["shown_when_not_held"], k.get("real_shown_when_held"),
-                      k.get("real_shown_when_not_held")] for name, k in keys.items()])]
+            H.table(["key", "generated: held in", "read when held", "…when not held", "recorded: held in",
+                     "read when held", "…when not held"],
+                    [[name, k["held"], k["shown_when_held"], k["shown_when_not_held"], k.get("real_held"),
+                      k.get("real_shown_when_held"), k.get("real_shown_when_not_held")] for name, k in keys.items()])]
 
 
 def _videos(files: list[dict], what: str) -> str:

@@ -6,6 +6,7 @@ Reading YAML presets and `key.sub=value` overrides strictly: dreamcade/files/con
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -182,7 +183,8 @@ def check_hold_levels(levels: float, option: str = "sampler.hold_levels") -> flo
 
 
 def check_guidance(guidance: float, option: str = "sampler.guidance") -> float:
-    require(guidance >= 1, f"{option} {guidance:g}: guidance on the input must be 1 (off) or more")
+    require(math.isfinite(guidance) and guidance >= 1,
+            f"{option} {guidance:g}: guidance on the input must be a number, 1 (off) or more")
     return guidance
 
 

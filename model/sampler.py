@@ -86,9 +86,10 @@ def conditioned(denoiser, context: torch.Tensor, ctx_sigma: torch.Tensor, action
     b = context.shape[0]
     two = lambda t: torch.cat([t, t])
     dropped = torch.arange(2 * b, device=context.device) >= b  # the second half without the actions
+    given = [two(t) for t in (context, ctx_sigma, actions, mask)]
 
     def guided(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-        both = denoiser(two(x), two(s), two(context), two(ctx_sigma), two(actions), two(mask), speed, dropped)
+        both = denoiser(two(x), two(s), *given, speed, dropped)
         with_keys, without = both[:b], both[b:]
         return without + guidance * (with_keys - without)
 

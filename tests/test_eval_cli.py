@@ -167,13 +167,18 @@ def test_user_mistakes_get_one_line_and_exit_2(breakout, tmp_path):
 def test_guidance_on_the_input_runs_for_a_model_trained_with_action_drop(breakout, tmp_path):
     store, _ = breakout
     run_cli("train.py", "--config", "configs/tiny.yaml", "--data", str(store), f"out_dir={tmp_path}", "name=dropped",
-            "train.steps=2", "diffusion.action_drop=0.5", "train.sample_every=0", "train.eval_every=1000",
+            "train.steps=30", "diffusion.action_drop=0.5", "train.sample_every=0", "train.eval_every=1000",
             "train.threads=1", "--quiet")
-    out = tmp_path / "report"
-    eval_cli("drift", "--checkpoint", str(tmp_path / "dropped"), "--data", str(store), "--out", str(out), *SMALL,
-             "--guidance", "2", "--videos", "0")
-    m = json.loads((out / "metrics.json").read_text())
-    assert m["sampler"]["guidance"] == 2 and len(m["rollouts"]["psnr"]["per_step"]["mean"]) == 20
+    psnr = {}
+    for guidance in ("2", "1"):
+        out = tmp_path / f"report-{guidance}"
+        eval_cli("drift", "--checkpoint", str(tmp_path / "dropped"), "--data", str(store), "--out", str(out), *SMALL,
+                 "--guidance", guidance, "--videos", "0")
+        m = json.loads((out / "metrics.json").read_text())
+        assert m["sampler"]["guidance"] == float(guidance) and len(m["rollouts"]["psnr"]["per_step"]["mean"]) == 20
+        psnr[guidance] = m["rollouts"]["psnr"]["per_step"]["mean"]
+    assert psnr["2"] != psnr["1"], "the rollouts are guided, not only the settings recorded"
+    assert "(euler, guidance 2 on the input)" in (tmp_path / "report-2" / "index.html").read_text()
 
 
 @pytest.mark.slow

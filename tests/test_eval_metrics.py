@@ -398,7 +398,7 @@ def test_each_keys_action_following_known_answers():
     logits = torch.tensor([[2.0, 1.0], [-1.0, -1.0], [-1.0, 3.0], [-2.0, 2.0]])
     seen, given = labels.seen(logits).numpy(), labels.given(y).numpy()
     k = per_key(labels.keys, seen, given, real_seen=given, real_given=given)
-    assert k["left"] == {"held": 2, "shown_when_held": 0.5, "shown_when_not_held": 0.0,
+    assert k["left"] == {"held": 2, "shown_when_held": 0.5, "shown_when_not_held": 0.0, "real_held": 2,
                          "real_shown_when_held": 1.0, "real_shown_when_not_held": 0.0}
     assert k["right"]["shown_when_held"] == 1.0 and k["right"]["shown_when_not_held"] == pytest.approx(2 / 3, abs=1e-4)
     assert per_key(["left"], seen[:0, :1], given[:0, :1])["left"] == {

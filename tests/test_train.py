@@ -404,6 +404,7 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     assert scfg.sampler.steps == 1 and scfg.name == "teacher-1step" and meta["step"] == "7"
     assert scfg.sampler.method == "euler"  # a Heun teacher's student: one network call a step
     assert scfg.sampler.guidance == 1, "it learns the teacher's guided frames: one call a step, not two"
+    assert model.diffusion.action_drop == 0 == scfg.diffusion.action_drop, "so guidance is refused on it"
     assert record["teacher"] == str(teacher) and record["iterations"] == 2 and record["teacher_steps"] == 3
     assert record["teacher_method"] == "heun" and record["teacher_guidance"] == 2
     card = (run / "world" / "README.md").read_text()

@@ -51,13 +51,14 @@ from dreamcade.training.settings import DistillSettings
 def student_config(teacher: Config, name: str, out_dir: str, settings: DistillSettings, runtime: Runtime) -> Config:
     """The teacher's config as the student's run: its name and folder, its sampler steps (in
     Euler's method: one network call a step, the point of a student; Heun's correction in few
-    steps adds noise, docs/recipe.md#sampler-method; no guidance: it learns the teacher's guided
-    frames, so its one call gives what the teacher's two did), and the loop's settings of a distillation
+    steps adds noise, docs/recipe.md#sampler-method; no guidance, and no diffusion.action_drop:
+    it learns the teacher's guided frames, so its one call gives what the teacher's two did, and
+    it never learns a frame without the keys to guide from), and the loop's settings of a distillation
     (iterations as train.steps, its batch, seed, learning rate after a 20-step warm-up, no EMA:
     the student is saved as trained, no periodic evaluation)."""
     cfg = copy.deepcopy(teacher)
     cfg.name, cfg.out_dir, cfg.sampler.steps, cfg.sampler.method = name, out_dir, settings.steps, "euler"
-    cfg.sampler.guidance = 1.0
+    cfg.sampler.guidance, cfg.diffusion.action_drop = 1.0, 0.0
     t = cfg.train
     t.steps = settings.iterations or max(1, teacher.train.steps // 7)
     t.batch_size = settings.batch_size or teacher.train.batch_size
@@ -134,6 +135,8 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
             frozen, speed = configure(teacher, device, tcfg.train.precision, tcfg.train.channels_last)
             frozen.eval().requires_grad_(False)
             student = copy.deepcopy(frozen).train().requires_grad_(True)
+            student.register_to_config(action_drop=0.0)  # as student_config: guidance is refused on it
+            student.diffusion = replace(student.diffusion, action_drop=0.0)
 
             def finish(saved: Denoiser, step: int, log) -> dict[str, str]:
                 record["minutes"] = round((time.time() - started) / 60, 2)  # of this process's part
