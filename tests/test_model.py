@@ -133,7 +133,7 @@ def test_perfect_denoiser_has_zero_loss():
     batch = random_batch()
     g = torch.Generator().manual_seed(3)
 
-    def perfect_inner(x, sigma, context, ctx_sigma, actions, mask, speed=None):
+    def perfect_inner(x, sigma, context, ctx_sigma, actions, mask, speed=None, dropped=None):
         frames = batch.frames_float()
         target = frames[:, -1] - model.base(context)  # the base is the context the network sees
         s = sigma[:, None, None, None]
@@ -151,7 +151,7 @@ def test_the_f_space_loss_is_the_edm_loss_for_an_imperfect_network():
     seen = {}
     inner = model.inner
 
-    def recording_inner(x, sigma, context, ctx_sigma, actions, mask, speed=None):
+    def recording_inner(x, sigma, context, ctx_sigma, actions, mask, speed=None, dropped=None):
         seen.update(x=x, sigma=sigma, context=context, out=inner(x, sigma, context, ctx_sigma, actions, mask))
         return seen["out"]
 
