@@ -28,6 +28,7 @@ from dreamcade.eval.settings import DriftSettings
 from dreamcade.eval.strip import write_comparison
 from dreamcade.eval.summary import chunk_means, drift_means, rollout_summary, session_summary
 from dreamcade.eval.sweep import COLUMNS, plot_axes
+from dreamcade.model.config import guided
 from dreamcade.eval.video import grid, upscale, write_image
 
 REPORT_MARK = "metrics.json"
@@ -192,9 +193,8 @@ def _header(m: dict) -> list[str]:
             ["sessions", ", ".join(m["session_stores"]) or "–"], ["device", m["device"]],
             ["horizon (steps)", s["horizon"]], ["drift chunk (frames)", s["chunk_frames"]]]
     if m.get("sampler"):
-        guided = m["sampler"].get("guidance", 1)
         rows += [["sampler steps", f"{m['sampler']['steps']} ({m['sampler'].get('method', 'euler')}"
-                                   + (f", guidance {guided:g} on the input" if guided != 1 else "") + ")"],
+                                   f"{guided(m['sampler'].get('guidance', 1))})"],
                  ["context noise (asked / used)", f"{m['sampler']['context_noise']} / {m['sampler']['context_noise_used']}"]]
         if m["sampler"].get("upsampler"):
             u = m["sampler"]["upsampler"]

@@ -188,6 +188,12 @@ def check_guidance(guidance: float, option: str = "sampler.guidance") -> float:
     return guidance
 
 
+def guided(guidance: float) -> str:
+    """", guidance 2 on the input" for a guidance above 1, else "": how the card, the report and
+    a student's card name it after the sampler's steps and method."""
+    return f", guidance {guidance:g} on the input" if guidance != 1 else ""
+
+
 def check_guided(guidance: float, action_drop: float, option: str = "sampler.guidance") -> None:
     """Guidance above 1 only for a model that learned the frame without the input it guides from."""
     require(guidance == 1 or action_drop > 0,

@@ -254,6 +254,17 @@ def test_the_real_game_runs_beside_the_model_on_the_same_input(block_run, tmp_pa
     assert cli.main(["--checkpoint", run, "--no-real", "--frames", "1", "--save-dir", str(tmp_path)]) == 0
 
 
+def test_a_model_trained_with_action_drop_plays_with_guidance_and_the_session_says_so(block_run, tmp_path):
+    _, data = block_run
+    run_cli("train.py", "--config", "configs/tiny.yaml", "--data", str(data), f"out_dir={tmp_path}", "name=dropped",
+            "train.steps=4", "diffusion.action_drop=0.5", "train.sample_every=0", "train.eval_every=1000", "--quiet")
+    session = tmp_path / "guided.zarr"
+    assert cli.main(["--checkpoint", str(tmp_path / "dropped"), "--no-real", "--frames", "2", "--guidance", "2",
+                     "--save", str(session), "--save-dir", str(tmp_path)]) == 0
+    s = open_store(session)
+    assert s.attrs["source"]["sampler"]["guidance"] == 2 and s.closed_cleanly
+
+
 def test_no_real_game_beside_a_screen_recording_and_the_message_says_why(tmp_path, capsys):
     from dreamcade.play.real_game import RealGame
 

@@ -33,7 +33,7 @@ from dreamcade.dataset.store import Store, StoreError, StoreWriter, open_store, 
 from dreamcade.files.checkpoint import (CONFIG_FILE, MODEL_DIR, CheckpointError, load_model, load_upsampler, model_home,
                                        save_model)
 from dreamcade.files.frames import check_frames
-from dreamcade.model.config import Config
+from dreamcade.model.config import Config, guided
 from dreamcade.model.denoiser import Denoiser
 from dreamcade.model.upsampler import STAGE
 
@@ -283,7 +283,7 @@ def teacher_sampler(distilled: dict) -> str:
     the input when above 1, where recorded)."""
     method, guidance = distilled.get("teacher_method"), distilled.get("teacher_guidance", 1)
     return (f"{distilled['teacher_steps']} sampler steps" + (f", {method}" if method else "")
-            + (f", guidance {guidance:g} on the input" if guidance != 1 else ""))
+            + guided(guidance))
 
 
 def model_card(info: dict, cfg: Config) -> str:
@@ -306,8 +306,7 @@ def model_card(info: dict, cfg: Config) -> str:
               f"{fig(t.get('minutes'), '{:.1f} minutes')} |" if info.get("distilled") else
               f"| training | {info['step']:,} steps, {fig(t.get('minutes'), '{:.1f} minutes')} |"),
              f"| model | {sum(1 for _ in cfg.model.channels)} UNet levels {cfg.model.channels}, context {cfg.data.context} frames, "
-             f"{cfg.sampler.steps} sampler steps ({cfg.sampler.method}"
-             f"{f', guidance {cfg.sampler.guidance:g} on the input' if cfg.sampler.guidance != 1 else ''}) |"]
+             f"{cfg.sampler.steps} sampler steps ({cfg.sampler.method}{guided(cfg.sampler.guidance)}) |"]
     if info.get("upsampler"):
         u, ut = info["upsampler"], info["upsampler"]["training"]
         lines.append(f"| two stages | the model above makes each frame at {u['dynamics_size']}; an upsampler "
