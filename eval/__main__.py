@@ -106,6 +106,9 @@ def parse_args(argv=None, prog: str = "dreamcade eval") -> argparse.Namespace:
     d.add_argument("--guidance", type=float,
                    help="guidance on the input, 1 (off) or more: two network calls a step; needs a model "
                         "trained with diffusion.action_drop (default: the checkpoint's sampler.guidance)")
+    d.add_argument("--guidance-rescale", type=float,
+                   help="with guidance: the share of each guided step scaled back to the spread of the frame "
+                        "with the keys, 0 (off) to 1 (default: the checkpoint's sampler.guidance_rescale)")
     d.add_argument("--hold-levels", type=float,
                    help="a generated pixel within this many 8-bit levels of the frame before keeps its value "
                         "(default: the checkpoint's sampler.hold_levels; 0: off)")
@@ -223,7 +226,7 @@ def drift_inputs(args: argparse.Namespace, settings: DriftSettings, device: torc
     if run_model:
         inputs.sampler = sampling.sampler_settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise,
                                            hold_levels=args.hold_levels, method=args.method,
-                                           guidance=args.guidance)
+                                           guidance=args.guidance, guidance_rescale=args.guidance_rescale)
         sampling.check_guided(inputs.sampler.guidance, model.diffusion.action_drop, "--guidance")
         inputs.cases = rollout_cases(data, context, settings.horizon, settings.episodes)
     if args.session:

@@ -194,7 +194,7 @@ def _header(m: dict) -> list[str]:
             ["horizon (steps)", s["horizon"]], ["drift chunk (frames)", s["chunk_frames"]]]
     if m.get("sampler"):
         rows += [["sampler steps", f"{m['sampler']['steps']} ({m['sampler'].get('method', 'euler')}"
-                                   f"{guided(m['sampler'].get('guidance', 1))})"],
+                                   f"{guided(m['sampler'].get('guidance', 1), m['sampler'].get('guidance_rescale', 0))})"],
                  ["context noise (asked / used)", f"{m['sampler']['context_noise']} / {m['sampler']['context_noise_used']}"]]
         if m["sampler"].get("upsampler"):
             u = m["sampler"]["upsampler"]

@@ -153,10 +153,16 @@ class SamplerConfig:
     frame is D(without the keys) + guidance * (D(with them) - D(without)), the change the keys
     make pushed further. Needs a model trained with diffusion.action_drop > 0; costs two
     network calls a step (one batch of twice the size)."""
+    guidance_rescale: float = 0.0
+    """With guidance above 1, the share in [0, 1] of each guided step's frame that is scaled back
+    to the spread (standard deviation) of the frame with the keys (0: off). Guidance alone pushes
+    a moving view out of the game's look within a few hundred steps; on the screen demo, guidance
+    2 rescaled 0.7 holds it (docs/recipe.md#guidance-on-the-input)."""
 
     def check(self) -> None:
         check_steps(self.steps)
         check_guidance(self.guidance)
+        check_guidance_rescale(self.guidance_rescale)
         check_method(self.method)
         require(0 < self.sigma_min < self.sigma_max, "sampler needs 0 < sigma_min < sigma_max")
         require(self.rho > 0 and self.churn >= 0, "sampler.rho must be positive and sampler.churn 0 or more")
@@ -188,10 +194,18 @@ def check_guidance(guidance: float, option: str = "sampler.guidance") -> float:
     return guidance
 
 
-def guided(guidance: float) -> str:
-    """", guidance 2 on the input" for a guidance above 1, else "": how the card, the report and
-    a student's card name it after the sampler's steps and method."""
-    return f", guidance {guidance:g} on the input" if guidance != 1 else ""
+def check_guidance_rescale(share: float, option: str = "sampler.guidance_rescale") -> float:
+    require(0 <= share <= 1, f"{option} {share:g}: the share of guidance rescaled must be in [0, 1] (0: off)")
+    return share
+
+
+def guided(guidance: float, rescale: float = 0.0) -> str:
+    """", guidance 2 on the input" (", rescaled 0.7" after it where guidance_rescale is above 0)
+    for a guidance above 1, else "": how the card, the report and a student's card name it after
+    the sampler's steps and method."""
+    if guidance == 1:
+        return ""
+    return f", guidance {guidance:g} on the input" + (f", rescaled {rescale:g}" if rescale > 0 else "")
 
 
 def check_guided(guidance: float, action_drop: float, option: str = "sampler.guidance") -> None:
@@ -215,7 +229,7 @@ def check_method(method: str, option: str = "sampler.method") -> str:
 
 def sampler_settings(base: SamplerConfig, steps: int | None = None, context_noise: float | None = None,
                      hold_levels: float | None = None, method: str | None = None,
-                     guidance: float | None = None) -> SamplerConfig:
+                     guidance: float | None = None, guidance_rescale: float | None = None) -> SamplerConfig:
     """A copy of `base` with the given command-line options (None keeps the base's), checked."""
     out = replace(base)
     if method is not None:
@@ -228,6 +242,8 @@ def sampler_settings(base: SamplerConfig, steps: int | None = None, context_nois
         out.context_noise = check_context_noise(context_noise, "--context-noise")
     if guidance is not None:
         out.guidance = float(check_guidance(guidance, "--guidance"))
+    if guidance_rescale is not None:
+        out.guidance_rescale = float(check_guidance_rescale(guidance_rescale, "--guidance-rescale"))
     return out
 
 

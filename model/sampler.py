@@ -69,17 +69,20 @@ def next_frame(denoiser, context: torch.Tensor, actions: torch.Tensor, mask: tor
     last = context[:, -1]
     context, ctx_sigma = denoiser.noisy_context(context, generator, level)
     base = denoiser.base(context)  # as in training: the last frame as the network sees it
-    x = sample(conditioned(denoiser, context, ctx_sigma, actions, mask, sampler.guidance, speed), noise, sigmas,
-               sampler.method, sampler.churn, generator)
+    s = sampler
+    x = sample(conditioned(denoiser, context, ctx_sigma, actions, mask, s.guidance, speed, s.guidance_rescale), noise,
+               sigmas, s.method, s.churn, generator)
     return hold(quantize((base + x).clamp(-1, 1)), last, sampler.hold_levels)
 
 
 def conditioned(denoiser, context: torch.Tensor, ctx_sigma: torch.Tensor, actions: torch.Tensor,
-                mask: torch.Tensor, guidance: float = 1.0, speed: Speed = EAGER) -> Denoise:
+                mask: torch.Tensor, guidance: float = 1.0, speed: Speed = EAGER, rescale: float = 0.0) -> Denoise:
     """D(x, sigma) of a Denoiser given the past frames and actions; with `guidance` above 1
     (sampler.guidance), D without the actions plus `guidance` times the change the actions make,
-    both from one call on a batch of twice the size. A model trained without
-    diffusion.action_drop never learned the frame without the actions: ConfigError."""
+    both from one call on a batch of twice the size, and with `rescale` above 0
+    (sampler.guidance_rescale) that share of it brought back to the spread of D with the actions.
+    A model trained without diffusion.action_drop never learned the frame without the actions:
+    ConfigError."""
     if guidance == 1:
         return lambda x, s: denoiser(x, s, context, ctx_sigma, actions, mask, speed)
     check_guided(guidance, denoiser.diffusion.action_drop)
@@ -91,9 +94,20 @@ def conditioned(denoiser, context: torch.Tensor, ctx_sigma: torch.Tensor, action
     def guided(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         both = denoiser(two(x), two(s), *given, speed, dropped)
         with_keys, without = both[:b], both[b:]
-        return without + guidance * (with_keys - without)
+        out = without + guidance * (with_keys - without)
+        return rescaled(out, with_keys, rescale) if rescale > 0 else out
 
     return guided
+
+
+def rescaled(guided: torch.Tensor, with_keys: torch.Tensor, share: float) -> torch.Tensor:
+    """`guided` [B, ...] with `share` of it scaled to each sample's standard deviation of
+    `with_keys` (Lin et al. 2024, "Common diffusion noise schedules and sample steps are flawed",
+    sec. 3.4): guidance's push along the keys' change kept, its growth of the frame's contrast
+    taken back."""
+    dims = tuple(range(1, guided.ndim))
+    spread = with_keys.std(dim=dims, keepdim=True) / guided.std(dim=dims, keepdim=True).clamp_min(1e-8)
+    return share * guided * spread + (1 - share) * guided
 
 
 def hold(frame: torch.Tensor, last: torch.Tensor, levels: float) -> torch.Tensor:

@@ -61,6 +61,9 @@ def parse_args(argv=None, prog: str = "dreamcade play") -> argparse.Namespace:
     p.add_argument("--guidance", type=float, default=None,
                    help="guidance on the input, 1 (off) or more: two network calls a step; needs a model "
                         "trained with diffusion.action_drop (default: the checkpoint's sampler.guidance)")
+    p.add_argument("--guidance-rescale", type=float, default=None,
+                   help="with guidance: the share of each guided step scaled back to the spread of the frame "
+                        "with the keys, 0 (off) to 1 (default: the checkpoint's sampler.guidance_rescale)")
     p.add_argument("--hold-levels", type=float, default=None,
                    help="a generated pixel within this many levels of the frame before keeps its value "
                         "(default: the checkpoint's sampler.hold_levels; 0: off)")
@@ -86,7 +89,7 @@ def parse_args(argv=None, prog: str = "dreamcade play") -> argparse.Namespace:
         p.error("--scale must be at least 1 and --fps at least 0")
     try:  # before the model loads; settings() applies them to the checkpoint's sampler
         sampler_settings(SamplerConfig(), args.steps, args.context_noise, args.hold_levels, args.method,
-                         args.guidance)
+                         args.guidance, args.guidance_rescale)
     except ConfigError as e:
         p.error(str(e))
     return args
@@ -150,7 +153,8 @@ def build_player(args: argparse.Namespace, outputs: Outputs) -> Player:
     model, cfg, meta, device, speed, upsampling = load_for_inference(args.checkpoint, runtime)
     outputs.check_apart(cfg.data.stores)
     sampler = sampler_settings(cfg.sampler, steps=args.steps, context_noise=args.context_noise,
-                               hold_levels=args.hold_levels, method=args.method, guidance=args.guidance)
+                               hold_levels=args.hold_levels, method=args.method, guidance=args.guidance,
+                               guidance_rescale=args.guidance_rescale)
     check_guided(sampler.guidance, model.diffusion.action_drop, "--guidance")
     spec = model.spec
     try:

@@ -128,7 +128,7 @@ class Player:
         source = {**self.source, "kind": "play", "context": int(self.env.mask[0].sum().item()),
                   "context_from": self.context_from if self.env.t == 0 else "generated",
                   "sampler": {"steps": s.steps, "context_noise": s.context_noise, "method": s.method,
-                              "guidance": s.guidance}}
+                              "guidance": s.guidance, "guidance_rescale": s.guidance_rescale}}
         self.session = Session(path, self.env.model.spec, self.contexts.first.fps, (w, h), source, output)
         L = self.env.L
         ctx = self.env.frames_uint8()[0]

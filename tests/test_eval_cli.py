@@ -171,15 +171,18 @@ def test_guidance_on_the_input_runs_for_a_model_trained_with_action_drop(breakou
             "train.steps=30", "diffusion.action_drop=0.5", "train.sample_every=0", "train.eval_every=1000",
             "train.threads=1", "--quiet")
     psnr = {}
-    for guidance in ("2", "1"):
-        out = tmp_path / f"report-{guidance}"
+    for guidance, rescale in (("2", "0"), ("2", "0.7"), ("1", "0")):
+        out = tmp_path / f"report-{guidance}-{rescale}"
         eval_cli("drift", "--checkpoint", str(tmp_path / "dropped"), "--data", str(store), "--out", str(out), *SMALL,
-                 "--guidance", guidance, "--videos", "0")
+                 "--guidance", guidance, "--guidance-rescale", rescale, "--videos", "0")
         m = json.loads((out / "metrics.json").read_text())
-        assert m["sampler"]["guidance"] == float(guidance) and len(m["rollouts"]["psnr"]["per_step"]["mean"]) == 20
-        psnr[guidance] = m["rollouts"]["psnr"]["per_step"]["mean"]
-    assert psnr["2"] != psnr["1"], "the rollouts are guided, not only the settings recorded"
-    assert "(euler, guidance 2 on the input)" in (tmp_path / "report-2" / "index.html").read_text()
+        assert m["sampler"]["guidance"] == float(guidance) and m["sampler"]["guidance_rescale"] == float(rescale)
+        assert len(m["rollouts"]["psnr"]["per_step"]["mean"]) == 20
+        psnr[guidance, rescale] = m["rollouts"]["psnr"]["per_step"]["mean"]
+    assert psnr["2", "0"] != psnr["1", "0"], "the rollouts are guided, not only the settings recorded"
+    assert psnr["2", "0.7"] != psnr["2", "0"], "and rescaled"
+    assert "(euler, guidance 2 on the input)" in (tmp_path / "report-2-0" / "index.html").read_text()
+    assert "(euler, guidance 2 on the input, rescaled 0.7)" in (tmp_path / "report-2-0.7" / "index.html").read_text()
 
 
 @pytest.mark.slow

@@ -12,7 +12,8 @@ from dreamcade.dataset import Control, ControlSpec
 from dreamcade.dataset.batch import Batch
 from dreamcade.model import edm
 from dreamcade.files.checkpoint import CheckpointError, load_model, save_model
-from dreamcade.model.config import Config, ConfigError
+from dreamcade.model.config import Config, ConfigError, sampler_settings
+from dreamcade.model.config import guided as guided_phrase
 from dreamcade.files.config_file import apply_override, load_config
 from dreamcade.model.denoiser import Denoiser
 from dreamcade.model.world_env import WorldModelEnv
@@ -333,6 +334,42 @@ def test_guidance_is_the_frame_without_the_input_plus_guidance_times_the_change_
         replace(cfg.sampler, guidance=0.5).check()
     with pytest.raises(ConfigError, match="diffusion.action_drop must be in"):
         replace(cfg.diffusion, action_drop=1.0).check()
+
+
+def test_guidance_rescale_brings_the_guided_frame_back_to_the_spread_of_the_frame_with_the_keys():
+    """The rescaled frame is the guided one scaled to the spread of the frame with the keys (a
+    guidance of 20 on a random model, whose keys change its frame little)."""
+    cfg = tiny_cfg()
+    cfg.diffusion.action_drop = 0.1
+    model = randomize(make_model(cfg=cfg)).eval()
+    b = random_batch()
+    f = b.frames_float()
+    x, sigma, context, ctx_sigma = f[:, 2], torch.full((4,), 1.0), f[:, :2], torch.zeros(4)
+    actions, mask = b.actions[:, :2], b.mask[:, :2]
+    with torch.no_grad():
+        with_keys = model(x, sigma, context, ctx_sigma, actions, mask)
+        guided = conditioned(model, context, ctx_sigma, actions, mask, 20.0)(x, sigma)
+        whole = conditioned(model, context, ctx_sigma, actions, mask, 20.0, rescale=1.0)(x, sigma)
+        half = conditioned(model, context, ctx_sigma, actions, mask, 20.0, rescale=0.5)(x, sigma)
+        off = conditioned(model, context, ctx_sigma, actions, mask, 1.0, rescale=1.0)(x, sigma)
+    spread = lambda t: t.flatten(1).std(dim=1)
+    assert not torch.allclose(spread(guided), spread(with_keys), rtol=0.01), "guidance 20 changes the spread"
+    torch.testing.assert_close(spread(whole), spread(with_keys), rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(whole / guided, (spread(with_keys) / spread(guided)).view(4, 1, 1, 1).expand_as(whole),
+                               rtol=1e-4, atol=1e-4)  # the guided frame scaled, its direction kept
+    torch.testing.assert_close(half, (whole + guided) / 2, rtol=1e-5, atol=1e-5)
+    assert torch.equal(off, with_keys), "without guidance there is nothing to rescale"
+    g1, g2 = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
+    pushed = next_frame(model, context, actions, mask, replace(cfg.sampler, guidance=3.0), g1)
+    held = next_frame(model, context, actions, mask, replace(cfg.sampler, guidance=3.0, guidance_rescale=0.7), g2)
+    assert not torch.equal(pushed, held)
+    assert guided_phrase(2.0, 0.7) == ", guidance 2 on the input, rescaled 0.7"
+    assert guided_phrase(2.0) == ", guidance 2 on the input" and guided_phrase(1.0, 0.7) == ""
+    for share in (1.5, -0.1, float("nan")):
+        with pytest.raises(ConfigError, match="sampler.guidance_rescale .*: the share of guidance rescaled must be in"):
+            replace(cfg.sampler, guidance_rescale=share).check()
+    with pytest.raises(ConfigError, match="--guidance-rescale 2: the share"):
+        sampler_settings(cfg.sampler, guidance_rescale=2.0)
 
 
 def test_a_dropped_window_trains_nothing_of_the_action_encoder():

@@ -260,9 +260,10 @@ def test_a_model_trained_with_action_drop_plays_with_guidance_and_the_session_sa
             "train.steps=4", "diffusion.action_drop=0.5", "train.sample_every=0", "train.eval_every=1000", "--quiet")
     session = tmp_path / "guided.zarr"
     assert cli.main(["--checkpoint", str(tmp_path / "dropped"), "--no-real", "--frames", "2", "--guidance", "2",
-                     "--save", str(session), "--save-dir", str(tmp_path)]) == 0
+                     "--guidance-rescale", "0.7", "--save", str(session), "--save-dir", str(tmp_path)]) == 0
     s = open_store(session)
     assert s.attrs["source"]["sampler"]["guidance"] == 2 and s.closed_cleanly
+    assert s.attrs["source"]["sampler"]["guidance_rescale"] == 0.7
 
 
 def test_no_real_game_beside_a_screen_recording_and_the_message_says_why(tmp_path, capsys):

@@ -352,9 +352,9 @@ def test_a_distilled_one_step_student_closes_most_of_the_gap_to_its_four_step_te
 
 
 def test_a_students_target_is_the_teachers_guided_frame():
-    """With guidance on the input the teacher's sample a student learns is the guided one: a
-    student that is the teacher, sampled as the teacher samples, has no loss; sampled without
-    the guidance it has."""
+    """With guidance on the input the teacher's sample a student learns is the guided one, rescaled
+    as the teacher rescales it: a student that is the teacher, sampled as the teacher samples, has
+    no loss; sampled without the guidance or without its rescale it has."""
     import copy
 
     from dreamcade.dataset import Control, ControlSpec
@@ -363,7 +363,8 @@ def test_a_students_target_is_the_teachers_guided_frame():
     from dreamcade.model.denoiser import Denoiser
     from dreamcade.training.distill import distill_loss
 
-    cfg = load_config("configs/tiny.yaml", ["diffusion.action_drop=0.1", "sampler.guidance=2"])
+    cfg = load_config("configs/tiny.yaml", ["diffusion.action_drop=0.1", "sampler.guidance=2",
+                                            "sampler.guidance_rescale=0.7"])
     torch.manual_seed(0)
     teacher = Denoiser.build(cfg.model, cfg.diffusion, ControlSpec((Control("left"), Control("right"))),
                              cfg.data.context, (16, 16))
@@ -377,6 +378,7 @@ def test_a_students_target_is_the_teachers_guided_frame():
     loss = lambda student_sampler: float(distill_loss(teacher, student, batch, cfg.sampler, student_sampler,
                                                       torch.Generator().manual_seed(1)))
     assert loss(cfg.sampler) == 0 and loss(replace(cfg.sampler, guidance=1.0)) > 1e-6
+    assert loss(replace(cfg.sampler, guidance_rescale=0.0)) > 1e-6
 
 
 def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, block_store):
@@ -387,7 +389,8 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     from dreamcade.model.denoiser import Denoiser
 
     cfg = load_config("configs/tiny.yaml", ["sampler.steps=3", "sampler.method=heun", "diffusion.action_drop=0.1",
-                                            "sampler.guidance=2", f"data.stores={json.dumps([str(block_store)])}"])
+                                            "sampler.guidance=2", "sampler.guidance_rescale=0.7",
+                                            f"data.stores={json.dumps([str(block_store)])}"])
     teacher = tmp_path / "teacher"
     spec = open_store(block_store).spec
     save_model(teacher, Denoiser.build(cfg.model, cfg.diffusion, spec, cfg.data.context, (16, 16)), cfg, 7)
@@ -404,15 +407,17 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     assert scfg.sampler.steps == 1 and scfg.name == "teacher-1step" and meta["step"] == "7"
     assert scfg.sampler.method == "euler"  # a Heun teacher's student: one network call a step
     assert scfg.sampler.guidance == 1, "it learns the teacher's guided frames: one call a step, not two"
+    assert scfg.sampler.guidance_rescale == 0
     assert model.diffusion.action_drop == 0 == scfg.diffusion.action_drop, "so guidance is refused on it"
     assert record["teacher"] == str(teacher) and record["iterations"] == 2 and record["teacher_steps"] == 3
     assert record["teacher_method"] == "heun" and record["teacher_guidance"] == 2
+    assert record["teacher_guidance_rescale"] == 0.7
     card = (run / "world" / "README.md").read_text()
     assert "distilled from" in card and f"dreamcade distill --checkpoint {teacher} --steps 1" in card
-    assert "(3 sampler steps, heun, guidance 2 on the input, trained 7 steps)" in card, card
+    assert "(3 sampler steps, heun, guidance 2 on the input, rescaled 0.7, trained 7 steps)" in card, card
     assert "1 sampler steps (euler) |" in card
     in_process("export", str(teacher), "--out", str(tmp_path / "teacher-world"), "--episodes", "1", "--frames", "8")
-    assert "3 sampler steps (heun, guidance 2 on the input) |" in (tmp_path / "teacher-world" / "README.md").read_text()
+    assert "3 sampler steps (heun, guidance 2 on the input, rescaled 0.7) |" in (tmp_path / "teacher-world" / "README.md").read_text()
     proc = distill("--iterations", "2", check=False)
     assert proc.returncode == 2 and "a run of this name exists" in proc.stderr
     for into in (["--name", "teacher"], ["--name", "x", "--out-dir", str(teacher)]):  # never into the teacher

@@ -66,8 +66,9 @@ def test_the_graphs_give_the_pytorch_frames_from_the_same_inputs_and_noise(tmp_p
     other = run_graph(tmp_path / "nf.onnx", dict(context=context, actions=actions, mask=mask.float(),
                                                  noise=torch.randn(1, 3, 12, 16), context_noise=context_noise))
     assert np.abs(other - out).mean() / LEVEL > 2.0
-    # guidance on the input (two denoiser calls a step, one batch) unrolls into the graph too
-    guided = SamplerConfig(steps=2, method="heun", context_noise=0.1, hold_levels=0.0, guidance=2.5)
+    # guidance on the input (two denoiser calls a step, one batch) and its rescale unroll into the graph too
+    guided = SamplerConfig(steps=2, method="heun", context_noise=0.1, hold_levels=0.0, guidance=2.5,
+                           guidance_rescale=0.7)
     export_graph(NextFrameGraph(model, guided), next_frame_inputs(model, (12, 16)), NEXT_FRAME, tmp_path / "g.onnx")
     ref_g = next_frame(model, context, actions, mask, guided, torch.Generator().manual_seed(5))
     out_g = run_graph(tmp_path / "g.onnx", dict(context=context, actions=actions, mask=mask.float(), noise=noise,

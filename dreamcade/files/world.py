@@ -283,7 +283,7 @@ def teacher_sampler(distilled: dict) -> str:
     the input when above 1, where recorded)."""
     method, guidance = distilled.get("teacher_method"), distilled.get("teacher_guidance", 1)
     return (f"{distilled['teacher_steps']} sampler steps" + (f", {method}" if method else "")
-            + guided(guidance))
+            + guided(guidance, distilled.get("teacher_guidance_rescale", 0)))
 
 
 def model_card(info: dict, cfg: Config) -> str:
@@ -306,7 +306,7 @@ def model_card(info: dict, cfg: Config) -> str:
               f"{fig(t.get('minutes'), '{:.1f} minutes')} |" if info.get("distilled") else
               f"| training | {info['step']:,} steps, {fig(t.get('minutes'), '{:.1f} minutes')} |"),
              f"| model | {sum(1 for _ in cfg.model.channels)} UNet levels {cfg.model.channels}, context {cfg.data.context} frames, "
-             f"{cfg.sampler.steps} sampler steps ({cfg.sampler.method}{guided(cfg.sampler.guidance)}) |"]
+             f"{cfg.sampler.steps} sampler steps ({cfg.sampler.method}{guided(cfg.sampler.guidance, cfg.sampler.guidance_rescale)}) |"]
     if info.get("upsampler"):
         u, ut = info["upsampler"], info["upsampler"]["training"]
         lines.append(f"| two stages | the model above makes each frame at {u['dynamics_size']}; an upsampler "

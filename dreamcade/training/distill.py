@@ -58,7 +58,7 @@ def student_config(teacher: Config, name: str, out_dir: str, settings: DistillSe
     the student is saved as trained, no periodic evaluation)."""
     cfg = copy.deepcopy(teacher)
     cfg.name, cfg.out_dir, cfg.sampler.steps, cfg.sampler.method = name, out_dir, settings.steps, "euler"
-    cfg.sampler.guidance, cfg.diffusion.action_drop = 1.0, 0.0
+    cfg.sampler.guidance, cfg.sampler.guidance_rescale, cfg.diffusion.action_drop = 1.0, 0.0, 0.0
     t = cfg.train
     t.steps = settings.iterations or max(1, teacher.train.steps // 7)
     t.batch_size = settings.batch_size or teacher.train.batch_size
@@ -80,10 +80,12 @@ def distill_loss(teacher: Denoiser, student: Denoiser, batch: Batch, teacher_sam
     actions, mask = batch.actions[:, :L], batch.mask[:, :L]
     noise = torch.randn(frames[:, L].shape, device=dev, generator=generator)
     with torch.no_grad():
-        target = sample(conditioned(teacher, context, ctx_sigma, actions, mask, teacher_sampler.guidance, speed),
+        target = sample(conditioned(teacher, context, ctx_sigma, actions, mask, teacher_sampler.guidance, speed,
+                                    teacher_sampler.guidance_rescale),
                         noise, schedule(teacher_sampler, dev), teacher_sampler.method)
-    out = sample(conditioned(student, context, ctx_sigma, actions, mask, student_sampler.guidance, speed), noise,
-                 schedule(student_sampler, dev), student_sampler.method)
+    out = sample(conditioned(student, context, ctx_sigma, actions, mask, student_sampler.guidance, speed,
+                             student_sampler.guidance_rescale), noise, schedule(student_sampler, dev),
+                 student_sampler.method)
     err = (out - target) ** 2
     if teacher.diffusion.motion_weight > 0:
         err = err * teacher.motion_weights(frames[:, L - 1], frames[:, L])
@@ -124,7 +126,8 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
         check_spec(teacher.spec, train_ds.spec, checkpoint)
         record = {"teacher": str(checkpoint), "teacher_step": int(meta.get("step", 0)),
                   "teacher_steps": tcfg.sampler.steps, "teacher_method": tcfg.sampler.method,
-                  "teacher_guidance": tcfg.sampler.guidance, "method": "trajectory",
+                  "teacher_guidance": tcfg.sampler.guidance,
+                  "teacher_guidance_rescale": tcfg.sampler.guidance_rescale, "method": "trajectory",
                   **asdict(settings),
                   "iterations": cfg.train.steps, "batch_size": cfg.train.batch_size}
         started = time.time()

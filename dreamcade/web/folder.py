@@ -168,7 +168,8 @@ def write_graphs(out: Path, model, cfg, upsampling, shown: tuple[int, int]) -> d
     s = cfg.sampler
     export_graph(NextFrameGraph(model, s), next_frame_inputs(model, low), NEXT_FRAME, out / "next_frame.onnx")
     stages = [{"file": "next_frame.onnx", "inputs": list(NEXT_FRAME), "steps": s.steps, "method": s.method,
-               "context_noise": s.context_noise, "hold_levels": s.hold_levels, "guidance": s.guidance}]
+               "context_noise": s.context_noise, "hold_levels": s.hold_levels, "guidance": s.guidance,
+               "guidance_rescale": s.guidance_rescale}]
     if upsampling is not None:
         up = upsampling
         export_graph(UpsampleGraph(up.model, up.sampler), upsample_inputs(up.model, low), UPSAMPLE,

@@ -9,7 +9,7 @@ bounds the difference). Stochastic churn (sampler.churn > 0) has no place in the
     upsample.onnx    low [1, 3, h, w], noise [1, 3, H, W] -> frame [1, 3, H, W]  (two stages only)
 
 Frames are in the model's [-1, 1] units, rounded to 8-bit levels as model.sampler rounds them.
-The sampler's settings (steps, method, context noise, hold, guidance) are fixed in the graph at export.
+The sampler's settings (steps, method, context noise, hold, guidance and its rescale) are fixed in the graph at export.
 The weights are stored as float16 and cast to float32 once when the page loads the graph (half
 the download; the arithmetic stays float32).
 """
@@ -48,7 +48,7 @@ class NextFrameGraph(nn.Module):
         self.method = sampler.method
         self.level = context_noise_used(sampler.context_noise, denoiser.diffusion.context_noise_max)
         self.hold_levels = sampler.hold_levels
-        self.guidance = sampler.guidance
+        self.guidance, self.rescale = sampler.guidance, sampler.guidance_rescale
 
     def forward(self, context, actions, mask, noise, context_noise) -> torch.Tensor:
         b = context.shape[0]
@@ -60,7 +60,8 @@ class NextFrameGraph(nn.Module):
         ctx_sigma = torch.full((b,), self.level, dtype=context.dtype)
         base = self.denoiser.base(context_in)
         d = self.denoiser
-        x = sample(conditioned(d, context_in, ctx_sigma, actions, real, self.guidance), noise, self.sigmas, self.method)
+        denoise = conditioned(d, context_in, ctx_sigma, actions, real, self.guidance, rescale=self.rescale)
+        x = sample(denoise, noise, self.sigmas, self.method)
         return hold(rounded(base + x), context[:, -1], self.hold_levels)
 
 
