@@ -157,7 +157,7 @@ class SamplerConfig:
     """With guidance above 1, the share in [0, 1] of each guided step's frame that is scaled back
     to the spread (standard deviation) of the frame with the keys (0: off). Guidance alone pushes
     a moving view out of the game's look within a few hundred steps; on the screen demo, guidance
-    2 rescaled 0.7 holds it (docs/recipe.md#guidance-on-the-input)."""
+    2 rescaled 0.7 holds it for 2,000 (docs/recipe.md#rescaled-guidance)."""
 
     def check(self) -> None:
         check_steps(self.steps)
