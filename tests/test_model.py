@@ -303,14 +303,19 @@ def test_actions_change_the_output():
     assert (a1 - a2).abs().max() > 1e-4
 
 
-def test_guidance_is_the_frame_without_the_input_plus_guidance_times_the_change_the_input_makes():
+def guided_case():
+    """A random model trained (as far as its config says) with action_drop, and a batch's inputs:
+    cfg, model, then the denoiser's x, sigma, context, ctx_sigma, actions and mask."""
     cfg = tiny_cfg()
     cfg.diffusion.action_drop = 0.1
     model = randomize(make_model(cfg=cfg)).eval()
     b = random_batch()
     f = b.frames_float()
-    x, sigma, context, ctx_sigma = f[:, 2], torch.full((4,), 1.0), f[:, :2], torch.zeros(4)
-    actions, mask = b.actions[:, :2], b.mask[:, :2]
+    return cfg, model, f[:, 2], torch.full((4,), 1.0), f[:, :2], torch.zeros(4), b.actions[:, :2], b.mask[:, :2]
+
+
+def test_guidance_is_the_frame_without_the_input_plus_guidance_times_the_change_the_input_makes():
+    cfg, model, x, sigma, context, ctx_sigma, actions, mask = guided_case()
     dropped = torch.ones(4, dtype=torch.bool)
     with torch.no_grad():
         with_keys = model(x, sigma, context, ctx_sigma, actions, mask)
@@ -339,13 +344,7 @@ def test_guidance_is_the_frame_without_the_input_plus_guidance_times_the_change_
 def test_guidance_rescale_brings_the_guided_frame_back_to_the_spread_of_the_frame_with_the_keys():
     """The rescaled frame is the guided one scaled to the spread of the frame with the keys (a
     guidance of 20 on a random model, whose keys change its frame little)."""
-    cfg = tiny_cfg()
-    cfg.diffusion.action_drop = 0.1
-    model = randomize(make_model(cfg=cfg)).eval()
-    b = random_batch()
-    f = b.frames_float()
-    x, sigma, context, ctx_sigma = f[:, 2], torch.full((4,), 1.0), f[:, :2], torch.zeros(4)
-    actions, mask = b.actions[:, :2], b.mask[:, :2]
+    cfg, model, x, sigma, context, ctx_sigma, actions, mask = guided_case()
     with torch.no_grad():
         with_keys = model(x, sigma, context, ctx_sigma, actions, mask)
         guided = conditioned(model, context, ctx_sigma, actions, mask, 20.0)(x, sigma)
