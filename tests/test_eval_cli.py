@@ -146,6 +146,8 @@ def test_user_mistakes_get_one_line_and_exit_2(breakout, tmp_path):
          "--guidance 0.5: guidance on the input must be a number, 1 (off) or more"),
         (["--checkpoint", str(run), "--guidance", "2"],
          "--guidance 2: guidance needs a model trained with diffusion.action_drop above 0"),
+        (["--checkpoint", str(run), "--guidance-rescale", "2"],
+         "--guidance-rescale 2: the share of guidance rescaled must be in [0, 1]"),
         (["--checkpoint", str(run), "--method", "rk4"],
          "--method 'rk4': the sampler method must be one of euler, heun"),
         (["--checkpoint", str(run), "--horizon", "0"], "--horizon must be at least 1"),

@@ -442,6 +442,9 @@ def test_missing_checkpoint_and_bad_data_are_clear_errors(block_run, device_run,
         cli.main(["--checkpoint", run, "--steps", "11"])
     assert stop.value.code == 2 and "--steps 11: sampler steps must be between 1 and 10" in capsys.readouterr().err
     with pytest.raises(SystemExit) as stop:
+        cli.main(["--checkpoint", run, "--guidance-rescale", "-0.5"])
+    assert stop.value.code == 2 and "--guidance-rescale -0.5: the share" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
         cli.main(["--checkpoint", run, "--hold-levels", "-1"])
     assert stop.value.code == 2 and "--hold-levels -1: must be 0 (off) or more" in capsys.readouterr().err
     with pytest.raises(SystemExit) as stop:

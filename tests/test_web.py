@@ -4,6 +4,7 @@ world offline in a real (headless) Chromium with the keys held through the DevTo
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +77,9 @@ def test_the_graphs_give_the_pytorch_frames_from_the_same_inputs_and_noise(tmp_p
     diff_g = np.abs(out_g - ref_g.numpy()) / LEVEL
     assert diff_g.mean() <= 0.25 and (diff_g > 0.5).mean() < 0.1
     assert np.abs(out_g - out).mean() / LEVEL > 0.5  # and it is another frame than the unguided one
+    unscaled = next_frame(model, context, actions, mask, replace(guided, guidance_rescale=0.0),
+                          torch.Generator().manual_seed(5))
+    assert np.abs(out_g - unscaled.numpy()).mean() / LEVEL > 0.5  # and than the guided one not rescaled
 
     up = Upsampler(scale=2, frame_size=[24, 32], channels=[8, 16], blocks=1, cond_dim=32, groups=8, sigma_data=0.25,
                    p_mean=-0.4, p_std=1.2, sigma_min=0.002, sigma_max=20.0, cond_noise_max=0.1).eval()
