@@ -34,15 +34,18 @@ class SweepModel:
     """Its second stage, for a two-stage world (model.upsampler.Upsampling)."""
 
 
-def row(m: SweepModel, noise: float, used: float, steps: int, method: str, summary: dict, one_step: dict) -> dict:
-    """The sweep's figures for one setting (see COLUMNS)."""
+def row(m: SweepModel, noise: float, used: float, sampler: sampling.SamplerConfig, summary: dict,
+        one_step: dict) -> dict:
+    """The sweep's figures for one setting (see COLUMNS), with the checkpoint's guidance and its
+    rescale, which the sweep does not vary."""
     r = summary
     first = r["psnr"]["crossings"][0] if r["psnr"]["crossings"] else None
     drift = [x for x in r["health"]["drift_score"]["per_chunk_mean"] if x is not None]
     sharp = [x for x in r["health"]["sharpness"]["per_chunk_ratio_to_real"] if x is not None]
     act = r.get("action_following") or {}
     return {"checkpoint": m.name, "checkpoint_step": m.step, "context_noise": noise, "context_noise_used": used,
-            "sampler_steps": steps, "sampler_method": method, "one_step_psnr_pooled": one_step["model"]["psnr_pooled"],
+            "sampler_steps": sampler.steps, "sampler_method": sampler.method, "guidance": sampler.guidance,
+            "guidance_rescale": sampler.guidance_rescale, "one_step_psnr_pooled": one_step["model"]["psnr_pooled"],
             "one_step_ssim": one_step["model"]["ssim"]["mean"], "rollout_psnr_pooled": r["psnr"]["pooled"],
             "rollout_ssim": r["ssim"]["overall"]["mean"],
             "psnr_threshold": first["threshold"] if first else None,
@@ -78,7 +81,7 @@ def run_sweep(models: list[SweepModel], noises: list[float], steps: list[int], r
                     progress_print(f"{m.name}: context noise {used:g}, {n} sampler steps, {method}")
                     ev = evaluate_model(m.model, sampler, ref, m.data, m.cases, settings, device, m.speed, m.upsampling)
                     summary = rollout_summary(ev.rollouts, settings, ref)
-                    rows.append(row(m, noise, used, n, method, summary, ev.one_step.summary()))
+                    rows.append(row(m, noise, used, sampler, summary, ev.one_step.summary()))
                     health = summary["health"]
                     curves.append({"checkpoint": m.name, "context_noise": noise, "sampler_steps": n,
                                    "sampler_method": method,

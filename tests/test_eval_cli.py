@@ -200,6 +200,7 @@ def test_sweep_writes_one_table_and_one_plot(breakout, tmp_path):
     assert [(r["context_noise"], r["sampler_steps"], r["sampler_method"]) for r in rows] == [
         (noise, steps, method) for noise in (0.0, 0.1) for steps in (1, 2) for method in ("euler", "heun")]
     assert all(r["rollout_psnr_pooled"] is not None and r["final_drift_score"] is not None for r in rows)
+    assert all((r["guidance"], r["guidance_rescale"]) == (1.0, 0.0) for r in rows)  # the checkpoint's
     assert len(m["curves"]) == 8 and len(m["curves"][0]["psnr_per_step_mean"]) == 20
     # Heun corrects every step but the last: in one step it is Euler, in two it is not
     by = {(r["context_noise"], r["sampler_steps"], r["sampler_method"]): r["one_step_psnr_pooled"] for r in rows}
