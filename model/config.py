@@ -155,9 +155,8 @@ class SamplerConfig:
     network calls a step (one batch of twice the size)."""
     guidance_rescale: float = 0.0
     """With guidance above 1, the share in [0, 1] of each guided step's frame that is scaled back
-    to the spread (standard deviation) of the frame with the keys (0: off). On the screen demo it
-    kept guidance 2's moving view in the game's look in most of the episodes that guidance alone
-    lost (docs/recipe.md#rescaled-guidance)."""
+    to the spread (standard deviation) of the frame with the keys (0: off): Lin et al. 2024's
+    rescale, measured on the screen demo in docs/recipe.md#rescaled-guidance."""
 
     def check(self) -> None:
         check_steps(self.steps)
