@@ -295,6 +295,11 @@ def print_drift(m: dict, out: Path) -> None:
               f"PSNR {f(r['psnr']['pooled'])} dB pooled "
               f"(frozen frame {f(r['frozen_frame']['psnr']['pooled'])}), SSIM {f(r['ssim']['overall']['mean'], 3)}; "
               f"drift score, last chunk {f(r['health']['drift_score']['per_chunk_mean'][-1])}")
+        at = r["psnr_at_steps"]
+        if "bicubic" in at:
+            series = lambda k: "/".join(f(x) for x in at[k])
+            print(f"PSNR at steps {'/'.join(map(str, at['steps']))}, pooled: {series('model')} dB (the low frames "
+                  f"widened bicubically {series('bicubic')}, frozen frame {series('frozen_frame')})")
         a = r.get("action_following")
         if a and a.get("unmeasured"):
             print(f"action following: unmeasured: {a['unmeasured']}")

@@ -26,7 +26,7 @@ from dreamcade.eval.plots import GEN, REAL, plot_health, plot_quality, plot_swee
 from dreamcade.eval.results import Reference, Rollouts, SessionResult
 from dreamcade.eval.settings import DriftSettings
 from dreamcade.eval.strip import write_comparison
-from dreamcade.eval.summary import chunk_means, drift_means, rollout_summary, session_summary
+from dreamcade.eval.summary import chunk_means, decade_steps, drift_means, rollout_summary, session_summary
 from dreamcade.eval.sweep import COLUMNS, plot_axes
 from dreamcade.model.config import guided
 from dreamcade.eval.video import grid, upscale, write_image
@@ -116,7 +116,7 @@ def rollout_files(out: Path, ev: ModelEval, ref: Reference, settings: DriftSetti
 
 def shown_steps(horizon: int) -> list[int]:
     """Steps 1, 10, 100, 1,000, 10,000 ... up to the horizon, and the horizon itself."""
-    steps = [10 ** k for k in range(len(str(horizon))) if 10 ** k <= horizon]
+    steps = decade_steps(horizon)
     return steps + ([horizon] if steps[-1] != horizon else [])
 
 
@@ -247,6 +247,11 @@ def _rollouts(m: dict) -> str:
                       + ([["the model's low frames widened bicubically", _ms(r["bicubic"]["psnr"]["overall"]),
                            r["bicubic"]["psnr"]["pooled"], _ms(r["bicubic"]["ssim"]["overall"], 3)]]
                          if r.get("bicubic") else []))
+    at = r["psnr_at_steps"]
+    names = {"model": "model", "frozen_frame": "frozen last frame",
+             "bicubic": "the model's low frames widened bicubically"}
+    at_steps = H.table(["PSNR dB pooled over the episodes, at step"] + [f"{s:,}" for s in at["steps"]],
+                       [[names[k]] + ["–" if x is None else x for x in at[k]] for k in names if k in at])
     rows = _crossing_rows(r["psnr"]["crossings"], n, " dB") + _crossing_rows(r["ssim"]["crossings"], n, " SSIM")
     below = r["psnr_below_frozen_frame_from_step"]
     ref = m["reference"]
@@ -256,7 +261,7 @@ def _rollouts(m: dict) -> str:
         f"actions for {r['horizon']} steps. Ground truth lasts as long as the {part} ({r['reference_steps']['min']} to "
         f"{r['reference_steps']['max']} steps here): PSNR and SSIM stop there, the health figures below run on. "
         f"Past the recording the {part}'s actions are replayed from its start. Held out: {ref['held_out']}."),
-        overall,
+        overall, at_steps,
         H.image("steps.png", "recorded and generated frames at steps " + ", ".join(map(str, shown_steps(r["horizon"])))),
         H.para("Steps " + ", ".join(f"{t:,}" for t in shown_steps(r["horizon"])) + " of the first episodes: in "
                "each pair of rows the recording above (dark once it has ended), the model below."),

@@ -69,6 +69,28 @@ def pooled_per_step(psnrs: np.ndarray) -> np.ndarray:
     return np.where(ok.any(0), psnr_from_mse(torch.from_numpy(err)).numpy(), np.nan)
 
 
+def decade_steps(horizon: int) -> list[int]:
+    """Steps 1, 10, 100, 1,000, ... up to `horizon`."""
+    return [10 ** k for k in range(len(str(horizon))) if 10 ** k <= horizon]
+
+
+def psnr_at_steps(r: Rollouts) -> dict:
+    """The pooled PSNR curves (see `pooled_per_step`) read at steps 1, 10, 100, ... up to the
+    horizon, for the model and the baselines beside it, all on the same statistic: where a
+    two-stage world is set against its own low frames widened bicubically (None past the
+    recording)."""
+    steps = decade_steps(len(r.generated[0]))
+
+    def read(psnrs: np.ndarray) -> list[float | None]:
+        c = pooled_per_step(psnrs)
+        return [num(c[s - 1]) if s <= len(c) else None for s in steps]
+
+    out = {"steps": steps, "model": read(r.psnr), "frozen_frame": read(r.static_psnr)}
+    if r.bicubic_psnr is not None:
+        out["bicubic"] = read(r.bicubic_psnr)
+    return out
+
+
 def curve(values: np.ndarray, metric: str) -> np.ndarray:
     """The summary curve over episodes that thresholds are read on: pooled for PSNR, mean for SSIM."""
     if metric == "psnr":
@@ -153,6 +175,7 @@ def rollout_summary(r: Rollouts, settings: DriftSettings, ref: Reference) -> dic
                                   "per_step_pooled": [num(x) for x in pooled_per_step(r.static_psnr)],
                                   "overall": stats(r.static_psnr), "pooled": pooled_psnr(r.static_psnr)},
                          "ssim": {"per_step_mean": per_step(r.static_ssim)["mean"], "overall": stats(r.static_ssim)}},
+        "psnr_at_steps": psnr_at_steps(r),
         "psnr_below_frozen_frame_from_step": first_below(beats, 0.0),
         "bicubic": None if r.bicubic_psnr is None else {
             "psnr": {"per_step_pooled": [num(x) for x in pooled_per_step(r.bicubic_psnr)],

@@ -102,6 +102,14 @@ def test_a_model_that_repeats_its_input_degrades_as_expected(data, ref, settings
     assert s["reference_steps"] == {"min": min(c.reference_steps for c in cases), "max": max(c.reference_steps for c in cases)}
     assert s["psnr"]["per_step"]["n"][-1] == 0 and s["psnr"]["per_step"]["mean"][-1] is None
     assert len(s["health"]["drift_score"]["per_chunk_mean"]) == 4
+    # steps 1, 10, 100 read off the pooled curves (the mean squared error over the episodes that
+    # still have a recording there: none at step 100), the model's and the frozen frame's alike
+    at = s["psnr_at_steps"]
+    assert at["steps"] == [1, 10, 100] and "bicubic" not in at and at["model"] == at["frozen_frame"]
+    assert at["model"][2] is None and not np.isfinite(r.psnr[:, 99]).any()
+    for k, step in enumerate(at["steps"][:2]):
+        ok = np.isfinite(r.psnr[:, step - 1])
+        assert ok.all() and at["model"][k] == pytest.approx(-10 * np.log10(mse[:, step - 1].mean()), abs=1e-4)
 
 
 def test_thresholds_and_per_step_statistics():

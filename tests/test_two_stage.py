@@ -180,7 +180,7 @@ def test_a_still_low_frame_is_upsampled_the_same_in_every_frame_of_a_session():
     assert np.abs(made[2][:, 0].astype(int) - first[:, 0]).mean() > 0.5  # another seed, another draw
 
 
-def test_two_stages_train_into_one_world_that_plays_and_is_evaluated_at_full_size(tmp_path, monkeypatch):
+def test_two_stages_train_into_one_world_that_plays_and_is_evaluated_at_full_size(tmp_path, monkeypatch, capsys):
     store = textured_store(tmp_path / "t.zarr")
     common = ["--config", "tiny", "--data", str(store), f"out_dir={tmp_path}", "name=two", "upsampler.scale=2",
               "upsampler.sampler_steps=2",
@@ -221,13 +221,24 @@ def test_two_stages_train_into_one_world_that_plays_and_is_evaluated_at_full_siz
         p.close()
     # eval: every figure at the full size, with the bicubic widening of the model's own frames beside it
     from dreamcade.eval.__main__ import main as eval_main
+    capsys.readouterr()
     assert eval_main(["drift", "--checkpoint", str(world), "--out", str(tmp_path / "report"), "--steps", "1",
                       "--upsampler-steps", "2", *SMALL]) == 0
     m = json.loads((tmp_path / "report" / "metrics.json").read_text())
+    # the model and the bicubic widening side by side at steps 1 and 10, both pooled over the episodes
+    r = m["rollouts"]
+    at = r["psnr_at_steps"]
+    assert at["steps"] == [1, 10] and at["model"][0] is not None and at["bicubic"][0] is not None
+    assert at["model"] == [r["psnr"]["per_step"]["pooled"][s - 1] for s in (1, 10)]
+    assert at["bicubic"] == [r["bicubic"]["psnr"]["per_step_pooled"][s - 1] for s in (1, 10)]
+    fmt = lambda x: "-" if x is None else f"{x:.2f}"
+    assert (f"PSNR at steps 1/10, pooled: {fmt(at['model'][0])}/{fmt(at['model'][1])} dB (the low frames widened "
+            f"bicubically {fmt(at['bicubic'][0])}/{fmt(at['bicubic'][1])}") in capsys.readouterr().out
     assert m["sampler"]["upsampler"] == {"scale": 2, "size": "32x32", "dynamics_size": "16x16", "steps": 2,
                                          "method": "euler"}
     assert "bicubic" in m["one_step"] and m["rollouts"]["bicubic"]["psnr"]["pooled"] is not None
-    assert "widened bicubically" in (tmp_path / "report" / "index.html").read_text()
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "widened bicubically" in page and "PSNR dB pooled over the episodes, at step" in page
     # export of the run writes the same two stages
     in_process("export", str(run), "--out", str(tmp_path / "w2"))
     assert (tmp_path / "w2" / "upsampler" / "config.json").is_file()
