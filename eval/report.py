@@ -251,7 +251,7 @@ def _rollouts(m: dict) -> str:
     names = {"model": "model", "frozen_frame": "frozen last frame",
              "bicubic": "the model's low frames widened bicubically"}
     at_steps = H.table(["PSNR dB pooled over the episodes, at step"] + [f"{s:,}" for s in at["steps"]],
-                       [[names[k]] + ["–" if x is None else x for x in at[k]] for k in names if k in at])
+                       [[names[k]] + at[k] for k in names if k in at])
     rows = _crossing_rows(r["psnr"]["crossings"], n, " dB") + _crossing_rows(r["ssim"]["crossings"], n, " SSIM")
     below = r["psnr_below_frozen_frame_from_step"]
     ref = m["reference"]

@@ -76,14 +76,13 @@ def decade_steps(horizon: int) -> list[int]:
 
 def psnr_at_steps(r: Rollouts) -> dict:
     """The pooled PSNR curves (see `pooled_per_step`) read at steps 1, 10, 100, ... up to the
-    horizon, for the model and the baselines beside it, all on the same statistic: where a
-    two-stage world is set against its own low frames widened bicubically (None past the
-    recording)."""
+    horizon, for the model, the frozen frame and (a two-stage world) its own low frames widened
+    bicubically, so that they are compared on one statistic (None past the recording)."""
     steps = decade_steps(len(r.generated[0]))
 
     def read(psnrs: np.ndarray) -> list[float | None]:
         c = pooled_per_step(psnrs)
-        return [num(c[s - 1]) if s <= len(c) else None for s in steps]
+        return [num(c[s - 1]) for s in steps]
 
     out = {"steps": steps, "model": read(r.psnr), "frozen_frame": read(r.static_psnr)}
     if r.bicubic_psnr is not None:
