@@ -2,14 +2,18 @@
 
 A command's `main` runs its work through `boundary`, which turns a UserError into one
 `error: ...` line and exit status 2, a full disk into one line and exit status 1, and Ctrl-C into
-one line and exit status 130. Anything else is a bug and keeps its traceback. `plural` gives the
-messages their counts ("1 episode", "3 episodes").
+one line and exit status 130. Anything else is a bug and keeps its traceback. While the work
+runs, `kill -USR1 PID` prints where every thread of the command is to its stderr, and the
+command goes on (for a run that seems hung). `plural` gives the messages their counts
+("1 episode", "3 episodes").
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import faulthandler
+import signal
 import sys
 import warnings
 from typing import Callable
@@ -28,6 +32,7 @@ def plural(n: int, noun: str) -> str:
 
 def boundary(work: Callable[[], int], interrupted: str = "interrupted") -> int:
     """Run a command's work; its exit status, with one line on stderr for what went wrong."""
+    where_on_usr1()
     try:
         return work()
     except UserError as e:
@@ -49,6 +54,15 @@ def boundary(work: Callable[[], int], interrupted: str = "interrupted") -> int:
         print(f"error: {where}no space left on the disk; free some space and run again (what was being "
               "written was removed, what was there before is as it was)", file=sys.stderr)
         return 1
+
+
+def where_on_usr1() -> None:
+    """SIGUSR1 prints every thread's stack to stderr and the process goes on; not where there is
+    no SIGUSR1 (Windows) or stderr is no file (a test's captured stream)."""
+    try:
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr.fileno(), all_threads=True)
+    except (AttributeError, ValueError, OSError):  # io.UnsupportedOperation is both of the last two
+        pass
 
 
 def _quiet_half_built_loops(hook):

@@ -26,7 +26,14 @@ def two_processes(data: Path, out_dir: Path, *overrides: str, resume: bool = Fal
     if not wait:
         return proc
     try:
-        out, err = proc.communicate(timeout=600)
+        out, err = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:  # where each worker is goes into the failure (dataset.errors.where_on_usr1)
+        left = signal_all(f"out_dir={out_dir}", signal.SIGUSR1, workers_only=True)
+        time.sleep(3)
+        kill_all(f"out_dir={out_dir}")
+        out, err = proc.communicate()
+        pytest.fail(f"the run did not end in 300 s; workers left: {left or 'none'}; where they were:\n{out}\n"
+                    f"{err[-20000:]}")
     finally:
         kill_all(f"out_dir={out_dir}")  # a hung run leaves no worker behind
     assert proc.returncode == 0, out + err
@@ -35,12 +42,22 @@ def two_processes(data: Path, out_dir: Path, *overrides: str, resume: bool = Fal
 
 def kill_all(text: str) -> None:
     """SIGKILL every process whose command line holds `text`."""
+    signal_all(text, signal.SIGKILL)
+
+
+def signal_all(text: str, sig: int, workers_only: bool = False) -> list[int]:
+    """Send `sig` to every process whose command line holds `text` (only train.py's workers, not
+    torchrun itself, with `workers_only`); the pids it reached."""
+    reached = []
     for proc in Path("/proc").iterdir():
         try:
-            if proc.name.isdigit() and text in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                os.kill(int(proc.name), signal.SIGKILL)
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace") if proc.name.isdigit() else ""
+            if text in cmdline and not (workers_only and "torch.distributed.run" in cmdline):
+                os.kill(int(proc.name), sig)
+                reached.append(int(proc.name))
         except (OSError, ProcessLookupError):
             continue
+    return reached
 
 
 @pytest.mark.slow

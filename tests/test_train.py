@@ -96,6 +96,27 @@ def test_resume_with_other_data_is_refused(tmp_path, block_store):
     assert "control spec of the training data differs from that of the checkpoint" in proc.stderr
 
 
+def test_sigusr1_prints_where_a_training_is_and_it_goes_on(tmp_path, block_store):
+    """For a run that seems hung: `kill -USR1 PID` writes every thread's stack to stderr and the
+    training ends as it would have (dataset.errors.where_on_usr1)."""
+    cmd = [sys.executable, "train.py", "--config", "configs/tiny.yaml", "--data", str(block_store),
+           f"out_dir={tmp_path}", "train.steps=150", "train.save_every=0", *FAST, "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        while not any("parameters" in line for line in lines):  # the line before the first step
+            lines.append(proc.stderr.readline())
+            assert lines[-1], "".join(lines)
+        time.sleep(1)
+        os.kill(proc.pid, signal.SIGUSR1)
+        err = "".join(lines) + proc.communicate(timeout=300)[1]
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "Current thread" in err and os.path.join("dreamcade", "training", "loop.py") in err, err
+    assert "done:" in err and (tmp_path / "tiny" / "model" / "config.json").is_file()
+
+
 @pytest.mark.slow
 def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path, block_store):
     args = ["--config", "configs/tiny.yaml", "--data", str(block_store), f"out_dir={tmp_path}",
