@@ -286,3 +286,63 @@ def test_the_screen_demo_builds_its_store_at_the_size_and_records_the_length_a_t
     check_args(two)
     assert parse_args(["--screen"]).size == "64x36" and parse_args(["--screen"]).seconds == 240
     assert parse_args(["--screen", "--preset", "screen-128", "--size", "64x36"]).size == "64x36"
+
+
+def test_the_upsampler_learns_from_the_dynamics_models_own_frames_when_asked(tmp_path):
+    """upsampler.generated_share: a share of the upsampler's examples start from the dynamics
+    model's own next frames (drawn once, from the real past of windows spread over the data)
+    against the real full-size frame, instead of from the real frame shrunk."""
+    from dataclasses import replace
+
+    from dreamcade.dataset.pixels import downscale, to_model, to_uint8
+    from dreamcade.files.checkpoint import load_model
+    from dreamcade.files.config_file import load_config
+    from dreamcade.model.sampler import next_frame
+    from dreamcade.training.parts import build_data
+    from dreamcade.training.upsampling import generated_pool, stage_config, upsampling
+
+    store = textured_store(tmp_path / "t.zarr")
+    r = in_process("train", "--config", "tiny", "--data", str(store), f"out_dir={tmp_path}", "name=two",
+                   "upsampler.scale=2", "upsampler.steps=2", "upsampler.channels=[8,16]", "upsampler.batch_size=4",
+                   "upsampler.crop=16", "upsampler.generated_share=0.5", "upsampler.generated_frames=12",
+                   "train.steps=4", "train.sample_every=0", "train.threads=1", "--quiet")
+    assert "upsampler: 12 of the dynamics model's own frames to learn from" in r.stderr
+    assert (tmp_path / "two" / "world" / "upsampler" / "config.json").is_file()
+
+    cfg = load_config(str(tmp_path / "two" / "config.yaml"))
+    up = stage_config(cfg)
+    train_ds, val_ds = build_data(up, scale=1)
+    pool = generated_pool(up, train_ds, torch.device("cpu"))
+    # the dynamics model's next frames from the real past of windows spread over the data
+    picked = np.linspace(0, len(train_ds) - 1, 12).astype(int)
+    w = train_ds.__getitems__(picked)
+    past = to_model(downscale(w.frames[:, :-1].flatten(0, 1), 2)).unflatten(0, w.frames[:, :-1].shape[:2])
+    dynamics = load_model(tmp_path / "two" / "model")[0]
+    again = to_uint8(next_frame(dynamics, past, w.actions[:, :-1], w.mask[:, :-1], cfg.sampler,
+                                torch.Generator().manual_seed(cfg.train.seed)))
+    assert torch.equal(pool.low, again) and torch.equal(pool.real, w.frames[:, -1])
+    assert torch.equal(pool.prev, w.frames[:, -2])
+    assert (pool.low.float() - downscale(pool.real, 2).float()).abs().mean() > 1, "not the real frames shrunk"
+
+    # with a share of 1 every example is the pool's: the batch's own frames change nothing
+    def loss_of(share: float, batch) -> float:
+        torch.manual_seed(0)  # the same new upsampler each time
+        task = upsampling(val_ds)(replace(up, upsampler=replace(up.upsampler, generated_share=share,
+                                                                generated_frames=12)), train_ds, torch.device("cpu"))
+        torch.manual_seed(0)
+        return float(task.loss(batch))
+    a, b = train_ds.__getitems__([0, 5, 9, 20]), train_ds.__getitems__([30, 41, 60, 80])
+    assert loss_of(1.0, a) == loss_of(1.0, b)
+    assert loss_of(0.0, a) != loss_of(0.0, b)
+
+    # the low frame given is the one widened
+    model = tiny_upsampler()
+    model.register_to_config(cond_noise_max=0.0)
+    frames = torch.from_numpy(np.stack([textured_frame(4), textured_frame(20)])).permute(0, 3, 1, 2).contiguous()
+    low = torch.full((2, 3, 16, 16), -0.5)
+    base, target, _, _ = model.crops(frames, 32, low=low)
+    assert torch.allclose(base, model.widen(low)) and torch.allclose(target, to_model(frames) - base)
+
+    r = in_process("train", "--config", "tiny", "--data", str(store), f"out_dir={tmp_path}", "name=share",
+                   "upsampler.scale=2", "upsampler.generated_share=1.5", "--quiet", check=False)
+    assert r.returncode != 0 and "upsampler.generated_share must be in [0, 1]" in r.stderr
