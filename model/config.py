@@ -285,15 +285,6 @@ class UpsamplerConfig:
     motion_crops: float = 0.5
     """Share of the crops placed over a pixel that moved (where the frame has one), in [0, 1]: a
     small moving object is otherwise in few of them. 0: every crop at random."""
-    generated_share: float = 0.0
-    """Share of the crops, in [0, 1], whose low frame is the dynamics model's own next frame (its
-    one-step prediction from the real past, drawn with the run's sampler) instead of the real
-    frame shrunk, against the same real full-size frame: the upsampler learns the frames it will
-    be given in play, not only those it would be given by a perfect dynamics model. 0 turns it
-    off (docs/recipe.md#an-upsampler-that-has-seen-the-worlds-frames)."""
-    generated_frames: int = 1024
-    """How many such frames it draws before it trains (from windows spread over the training
-    data), at least 1 when generated_share is above 0."""
     steps: int = 5000
     """Optimizer steps of its training (after the dynamics model's train.steps), at least 1."""
     batch_size: int = 32
@@ -313,8 +304,6 @@ class UpsamplerConfig:
         require(self.cond_noise_max >= 0, "upsampler.cond_noise_max must be 0 or more")
         require(self.motion_weight >= 0, "upsampler.motion_weight must be 0 or more")
         require(0 <= self.motion_crops <= 1, "upsampler.motion_crops must be in [0, 1]")
-        require(0 <= self.generated_share <= 1, "upsampler.generated_share must be in [0, 1]")
-        require(self.generated_frames >= 1, "upsampler.generated_frames must be at least 1")
         require(self.crop >= self.scale and self.crop % self.scale == 0,
                 f"upsampler.crop must be a multiple of upsampler.scale ({self.scale})")
         require(self.steps >= 1 and self.batch_size >= 1, "upsampler.steps and upsampler.batch_size must be at least 1")

@@ -115,18 +115,17 @@ class Upsampler(ModelMixin, ConfigMixin):
         return speed(self.net, inp, cond)
 
     def crops(self, frames: torch.Tensor, crop: int, generator: torch.Generator | None = None,
-              prev: torch.Tensor | None = None, motion_crops: float = 0.0, low: torch.Tensor | None = None
+              prev: torch.Tensor | None = None, motion_crops: float = 0.0
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Training examples from full-size uint8 frames [B, 3, H, W]: a random crop x crop
-        square of each (at a multiple of `scale`) of the base (its own downscale, or `low` [B, 3,
-        h, w] in [-1, 1] where given, plus noise of a level drawn in [0, cond_noise_max], widened)
-        and of the target (the frame minus the base), the levels [B], and the square's moving
-        pixels [B, 1, ch, cw] (those more than MOVE_LEVELS from `prev`, the frames before; all
-        False without it). A share `motion_crops` of the squares is placed over a moving pixel
-        drawn at random, where the frame has one."""
+        square of each (at a multiple of `scale`) of the base (its own downscale, plus noise of a
+        level drawn in [0, cond_noise_max], widened) and of the target (the frame minus the base),
+        the levels [B], and the square's moving pixels [B, 1, ch, cw] (those more than
+        MOVE_LEVELS from `prev`, the frames before; all False without it). A share `motion_crops`
+        of the squares is placed over a moving pixel drawn at random, where the frame has one."""
         b, _, h, w = frames.shape
         dev = frames.device
-        low = to_model(downscale(frames, self.scale)) if low is None else low.float()
+        low = to_model(downscale(frames, self.scale))
         level = torch.rand(b, device=dev, generator=generator) * self.config.cond_noise_max
         base = self.condition(low, level, generator)
         target = to_model(frames) - base
@@ -154,13 +153,13 @@ class Upsampler(ModelMixin, ConfigMixin):
 
     def loss(self, frames: torch.Tensor, crop: int, generator: torch.Generator | None = None,
              speed: Speed = EAGER, prev: torch.Tensor | None = None, motion_weight: float = 0.0,
-             motion_crops: float = 0.0, low: torch.Tensor | None = None) -> torch.Tensor:
+             motion_crops: float = 0.0) -> torch.Tensor:
         """EDM loss on random crop x crop squares of full-size uint8 frames [B, 3, H, W] (each
-        frame its own square, at a multiple of `scale`), against their own downscale (or `low`);
-        with `prev` (the frames before), a pixel that moved counts 1 + `motion_weight` times, and
-        a share `motion_crops` of the squares is placed over one (see `crops`)."""
+        frame its own square, at a multiple of `scale`), against their own downscale; with `prev`
+        (the frames before), a pixel that moved counts 1 + `motion_weight` times, and a share
+        `motion_crops` of the squares is placed over one (see `crops`)."""
         cfg = self.config
-        base, target, level, moving = self.crops(frames, crop, generator, prev, motion_crops, low)
+        base, target, level, moving = self.crops(frames, crop, generator, prev, motion_crops)
         sigma = edm.sample_sigmas(len(base), cfg.p_mean, cfg.p_std, cfg.sigma_min, cfg.sigma_max, base.device,
                                   generator)
         s = sigma[:, None, None, None]

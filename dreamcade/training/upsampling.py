@@ -1,26 +1,18 @@
 """The second stage of a two-stage run (upsampler.scale > 1): after the dynamics model has
 trained on the data shrunk `scale` times, the upsampler (model/upsampler.py) trains through the
 same loop on random crops of the full-size frames, into <run>/upsampler/, a run folder of its
-own (config.yaml, stats.jsonl, checkpoints/, model/), resumable like the first. With
-upsampler.generated_share, a share of its examples start from the dynamics model's own next
-frames (drawn once, before it trains) instead of the real frames shrunk. At its end it
+own (config.yaml, stats.jsonl, checkpoints/, model/), resumable like the first. At its end it
 measures itself on the held-out frames against the bicubic widening of the same low frames, and
 the run's world/ is written with both stages."""
 
 from __future__ import annotations
 
 import copy
-import os
-import sys
-import time
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from dreamcade.dataset import WindowDataset
-from dreamcade.dataset.batch import Batch
 from dreamcade.dataset.pixels import downscale, to_model, to_uint8
 from dreamcade.eval.health import sharpness
 from dreamcade.eval.metrics import mse, psnr_from_mse
@@ -67,57 +59,12 @@ def upsampling(val_ds: WindowDataset | None):
 
         u = cfg.upsampler
         moves = u.motion_weight > 0 or u.motion_crops > 0
-        pool = generated_pool(cfg, train_ds, device) if u.generated_share > 0 else None
-
-        def loss(batch: Batch) -> torch.Tensor:
-            frames, prev, low = batch.frames[:, -1], batch.frames[:, -2], None
-            if pool is not None:  # the first round(share x batch) examples are the dynamics model's frames
-                m = round(u.generated_share * len(frames))
-                pick = torch.randint(len(pool.low), (m,), device=device)
-                low = torch.cat([to_model(pool.low[pick]), to_model(downscale(frames[m:], u.scale))])
-                frames, prev = torch.cat([pool.real[pick], frames[m:]]), torch.cat([pool.prev[pick], prev[m:]])
-            return model.loss(frames, crop, speed=speed, prev=prev if moves else None,
-                              motion_weight=u.motion_weight, motion_crops=u.motion_crops, low=low)
+        loss = lambda batch: model.loss(batch.frames[:, -1], crop, speed=speed,
+                                        prev=batch.frames[:, -2] if moves else None,
+                                        motion_weight=u.motion_weight, motion_crops=u.motion_crops)
         return Task(model, loss, speed, name=STAGE,
                     finish=finish, figures=False, world=False)
     return make
-
-
-@dataclass
-class Generated:
-    """The dynamics model's own next frames and what they are learned against: `low` uint8
-    [N, 3, h, w], its one-step predictions from the real past; `real` and `prev`, uint8 [N, 3,
-    H, W], the real full-size frame it predicted and the one before."""
-
-    low: torch.Tensor
-    real: torch.Tensor
-    prev: torch.Tensor
-
-
-@torch.no_grad()
-def generated_pool(cfg: Config, ds: WindowDataset, device: torch.device, batch: int = 32) -> Generated:
-    """upsampler.generated_frames of the dynamics model's next frames (<run>/model, its EMA), each
-    from the real past of a window spread over `ds` and its actions, drawn with the run's sampler
-    (seeded with train.seed: every process and a resumed run draw the same frames)."""
-    from dreamcade.files.checkpoint import load_model
-    from dreamcade.model.sampler import next_frame
-
-    started = time.perf_counter()
-    dynamics, _, _ = load_model(Path(cfg.out_dir) / "model", device)  # the first stage's run is the stage's out_dir
-    scale, n = cfg.upsampler.scale, min(cfg.upsampler.generated_frames, len(ds))
-    g = torch.Generator(device).manual_seed(cfg.train.seed)
-    lows, reals, prevs = [], [], []
-    for part in np.array_split(np.linspace(0, len(ds) - 1, n).astype(int), max(1, -(-n // batch))):
-        w = ds.__getitems__(part).to(device)
-        L = w.frames.shape[1] - 1
-        past = to_model(downscale(w.frames[:, :L].flatten(0, 1), scale)).unflatten(0, (len(part), L))
-        lows.append(to_uint8(next_frame(dynamics, past, w.actions[:, :L], w.mask[:, :L], cfg.sampler, g)))
-        reals.append(w.frames[:, L])
-        prevs.append(w.frames[:, L - 1])
-    if int(os.environ.get("RANK", "0")) == 0:
-        print(f"upsampler: {n} of the dynamics model's own frames to learn from, for upsampler.generated_share "
-              f"({time.perf_counter() - started:.0f} s)", file=sys.stderr)
-    return Generated(torch.cat(lows), torch.cat(reals), torch.cat(prevs))
 
 
 @torch.no_grad()
