@@ -54,8 +54,9 @@ def add_env_parser(sub) -> None:
     p.add_argument("--env", dest="env_id", default=d.env_id, help="gymnasium env id")
     p.add_argument("--policy", choices=POLICIES, default=d.policy,
                    help="random: uniform actions; sticky: a bot holding random actions for 1 to "
-                   "--max-hold frames; keyboard: you play in a window (arrows/WASD move, space/Z fire, "
-                   "Esc stops)")
+                   "--max-hold frames; careful (Atari): the sticky bot, redrawing a hold that loses a "
+                   "life within --lookahead frames; keyboard: you play in a window (arrows/WASD move, "
+                   "space/Z fire, Esc stops)")
     p.add_argument("--steps", type=int, default=d.steps, help="frames to record")
     p.add_argument("--out", required=True, help="store to write (a folder, e.g. pong.zarr)")
     p.add_argument("--frameskip", type=int, default=d.frameskip, help="game frames per recorded frame")
@@ -66,7 +67,11 @@ def add_env_parser(sub) -> None:
                    "and the keyboard policy's pace")
     p.add_argument("--repeat-action-probability", type=float, default=d.repeat_action_probability,
                    help="ALE sticky actions: chance the emulator repeats the previous action")
-    p.add_argument("--max-hold", type=int, default=d.max_hold, help="sticky bot: longest hold, in frames")
+    p.add_argument("--max-hold", type=int, default=d.max_hold,
+                   help="sticky and careful bots: longest hold, in frames")
+    p.add_argument("--lookahead", type=int, default=d.lookahead,
+                   help="careful bot: frames each drawn hold is tried ahead on a copy of the game, "
+                   "then the idle action (longer than the game takes to count a death)")
     p.add_argument("--keys", default=d.keys,
                    help="keyboard policy: KEY=ACTION pairs, ACTION an index or UP/DOWN/LEFT/RIGHT/FIRE "
                    "(e.g. 'left=0,right=1' for CartPole)")
@@ -84,7 +89,7 @@ def cmd_env(args: argparse.Namespace) -> int:
     rec = EnvRecording(env_id=args.env_id, policy=args.policy, steps=args.steps, out=args.out,
                        frameskip=args.frameskip, size=args.size, fps=args.fps,
                        repeat_action_probability=args.repeat_action_probability,
-                       max_hold=args.max_hold, keys=args.keys, seed=args.seed,
+                       max_hold=args.max_hold, lookahead=args.lookahead, keys=args.keys, seed=args.seed,
                        overwrite=args.overwrite, env_kwargs=dict(args.env_kwarg))
     output = store_output(rec.out, rec.overwrite, in_place="when_new")  # checked and locked first
     try:

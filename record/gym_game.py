@@ -15,14 +15,15 @@ from dreamcade.dataset.controls import CONTINUOUS, Control, ControlSpec
 from dreamcade.dataset.errors import UserError
 from dreamcade.dataset.outputs import Output
 from dreamcade.dataset.store import StoreWriter
-from dreamcade.record.policies import KeyboardPolicy, RandomPolicy, StickyPolicy, StopRecording, parse_keymap
+from dreamcade.record.policies import (CarefulPolicy, KeyboardPolicy, RandomPolicy, StickyPolicy, StopRecording,
+                                       parse_keymap)
 
 class EnvError(UserError, ValueError):
     """A game or policy that cannot be used; the message names the option and the fix."""
 
 
 ATARI_HZ = 60.0  # the Atari 2600 emulator's native frame rate
-POLICIES = ("random", "sticky", "keyboard")
+POLICIES = ("random", "sticky", "careful", "keyboard")
 
 
 @dataclass
@@ -43,7 +44,9 @@ class EnvRecording:
     repeat_action_probability: float = 0.0
     """ALE's sticky actions (0 here, so the recorded action is the one the game ran)."""
     max_hold: int = 16
-    """Sticky bot: the longest hold of one action, in frames."""
+    """Sticky and careful bots: the longest hold of one action, in frames."""
+    lookahead: int = 60
+    """Careful bot: frames each drawn hold is tried ahead on a copy of the game (then idle)."""
     keys: str = ""
     """Keyboard policy: KEY=ACTION pairs overriding the default arrows/WASD/space map."""
     seed: int = 0
@@ -139,6 +142,14 @@ def make_policy(rec: EnvRecording, env: gym.Env, fps: float):
         return RandomPolicy(env.action_space, rec.seed)
     if rec.policy == "sticky":
         return StickyPolicy(env.action_space, rec.seed, rec.max_hold)
+    if rec.policy == "careful":
+        if not rec.env_id.startswith("ALE/"):
+            raise EnvError(f"--policy careful looks ahead in the Atari emulator; --env {rec.env_id} is not an "
+                           "ALE/ game: use --policy sticky")
+        if rec.lookahead < 1:
+            raise EnvError(f"--lookahead must be at least 1 frame, got {rec.lookahead}")
+        return CarefulPolicy(env.action_space, AleLookahead(env, rec.frameskip), rec.seed, rec.max_hold,
+                             rec.lookahead, idle=idle_action(env.action_space))
     if rec.policy == "keyboard":
         meanings = action_meanings(env)
         if not meanings:
@@ -149,6 +160,32 @@ def make_policy(rec: EnvRecording, env: gym.Env, fps: float):
         except ValueError as e:
             raise EnvError(f"--keys: {e}") from None
     raise EnvError(f"unknown policy {rec.policy!r}; choose one of {POLICIES}")
+
+
+class AleLookahead:
+    """Plays actions ahead on the Atari emulator of a gymnasium ALE game and puts it back:
+    `survives(plan)` for the careful bot. The emulator's state is cloned before the look ahead
+    and restored after it, so the recording goes on as if it never ran (with ALE's sticky actions
+    off, a replay of the stored actions gives every frame); gymnasium's step count is not
+    touched."""
+
+    def __init__(self, env: gym.Env, frameskip: int) -> None:
+        self.ale = env.unwrapped.ale
+        self.actions = env.unwrapped._action_set  # action index -> the emulator's action
+        self.frameskip = frameskip
+
+    def __call__(self, plan) -> bool:
+        ale = self.ale
+        state, lives = ale.cloneState(), ale.lives()
+        try:
+            for a in plan:
+                for _ in range(self.frameskip):
+                    ale.act(self.actions[int(a)])
+                if ale.lives() < lives or ale.game_over():
+                    return False
+            return True
+        finally:
+            ale.restoreState(state)
 
 
 class Recorder:
@@ -191,6 +228,8 @@ class Recorder:
         h, w = first.shape[:2]
         source = {"kind": "env", "env_id": rec.env_id, "policy": rec.policy, "frameskip": rec.frameskip,
                   "repeat_action_probability": rec.repeat_action_probability, "seed": rec.seed}
+        if rec.policy == "careful":
+            source["lookahead"] = rec.lookahead
         bar = tqdm(total=rec.steps, unit="frame", disable=not progress, dynamic_ncols=True)
         episodes, t0 = 1, time.monotonic()
         writer = StoreWriter(rec.out, spec=self.spec, fps=self.fps, frame_size=(w, h), source=source,

@@ -62,6 +62,39 @@ class StickyPolicy:
         return self.current
 
 
+class CarefulPolicy(StickyPolicy):
+    """The sticky bot with a look ahead: each hold it draws is first played on a copy of the game,
+    then the idle action up to `lookahead` frames; a draw after which the game loses a life is
+    drawn again (up to `tries` times, then the last draw stands). A game that shows a death for a
+    while before it counts it (River Raid: 45 frames) needs a look ahead longer than that. Fewer
+    deaths make longer stretches of play: the sticky bot records a game over and over from its
+    start, and the still frames of its deaths.
+
+    `survives(plan)`: whether the game keeps every life through the actions of `plan` played
+    from now, leaving the game as it was."""
+
+    def __init__(self, action_space, survives, seed: int | None = None, max_hold: int = 16,
+                 lookahead: int = 60, tries: int = 16, idle=0) -> None:
+        super().__init__(action_space, seed, max_hold)
+        if lookahead < 1 or tries < 1:
+            raise ValueError(f"lookahead and tries must be at least 1, got {lookahead} and {tries}")
+        self.survives, self.lookahead, self.tries, self.idle = survives, lookahead, tries, idle
+        self.redrawn = 0
+        """Draws that would have lost a life and were drawn again."""
+
+    def act(self, frame: np.ndarray):
+        if self.left == 0:
+            for _ in range(self.tries):
+                self.current = self.space.sample()
+                self.left = int(self.rng.integers(1, self.max_hold + 1))
+                hold = min(self.left, self.lookahead)
+                if self.survives([self.current] * hold + [self.idle] * (self.lookahead - hold)):
+                    break
+                self.redrawn += 1
+        self.left -= 1
+        return self.current
+
+
 def meaning_parts(meaning: str) -> frozenset[str]:
     """"UPRIGHTFIRE" -> {UP, RIGHT, FIRE}; "NOOP" -> {}."""
     return frozenset(re.findall("|".join(MEANING_PARTS), meaning.upper()))

@@ -55,6 +55,59 @@ def test_sticky_bot_records_breakout_and_a_replay_reproduces_every_frame(tmp_pat
     env.close()
 
 
+def replay_frames(env_id, seed, size, actions, starts):
+    """The frames a fresh game gives for the stored actions (resets where the store has an episode
+    start), resized as the recorder does."""
+    import ale_py
+    gym.register_envs(ale_py)
+    env = gym.make(env_id, frameskip=4, repeat_action_probability=0.0)
+    small = lambda o: cv2.resize(o, size, interpolation=cv2.INTER_AREA)
+    obs, _ = env.reset(seed=seed)
+    out = [small(obs)]
+    for t in range(len(actions) - 1):
+        if t + 1 in starts:
+            obs, _ = env.reset()
+        else:
+            obs, *_ = env.step(int(actions[t]))
+        out.append(small(obs))
+    env.close()
+    return np.stack(out)
+
+
+def test_careful_bot_loses_fewer_lives_on_river_raid_and_a_replay_reproduces_it(tmp_path):
+    """River Raid counts a death 45 frames after the crash: the sticky bot crashes every few dozen
+    frames and restarts the game; the careful bot, looking 60 frames ahead, flies on."""
+    stores = {}
+    for policy in ("sticky", "careful"):
+        out = tmp_path / f"{policy}.zarr"
+        run_cli("-m", "dreamcade", "record", "env", "--env", "ALE/Riverraid-v5", "--policy", policy,
+                "--steps", "900", "--max-hold", "8", "--size", "40x52", "--seed", "0", "--quiet",
+                "--out", str(out))
+        stores[policy] = open_store(out)
+    careful = stores["careful"]
+    assert careful.attrs["source"]["policy"] == "careful" and careful.attrs["source"]["lookahead"] == 60
+    # a game over (4 lives) ends an episode; a death holds the picture still for a while
+    games = {p: len(s.episode_starts) for p, s in stores.items()}
+    still = {p: float((np.abs(np.diff(s.read_frames().astype(int), axis=0)).sum(axis=(1, 2, 3)) == 0).mean())
+             for p, s in stores.items()}
+    assert games["sticky"] >= 2 and games["careful"] == 1, games
+    assert still["careful"] < still["sticky"] / 2, still
+    # the bot still plays every kind of action, not one safe one
+    idx = careful.read_actions().argmax(axis=1)
+    assert len(np.unique(idx)) >= 16 and np.bincount(idx).max() < 0.2 * len(idx)
+    # the look ahead leaves no trace in the game: a replay of the stored actions gives every frame
+    frames = careful.read_frames()
+    np.testing.assert_array_equal(replay_frames("ALE/Riverraid-v5", 0, (40, 52), idx, set(careful.episode_starts)),
+                                  frames)
+
+
+def test_careful_bot_needs_an_atari_game(tmp_path):
+    proc = run_cli("-m", "dreamcade", "record", "env", "--env", "CartPole-v1", "--policy", "careful",
+                   "--steps", "10", "--out", str(tmp_path / "c.zarr"), check=False)
+    assert proc.returncode == 2 and "--policy careful" in proc.stderr and "--policy sticky" in proc.stderr
+    assert not (tmp_path / "c.zarr").exists()
+
+
 def test_random_policy_and_info_on_pong(tmp_path):
     out = tmp_path / "pong.zarr"
     run_cli("-m", "dreamcade", "record", "env", "--env", "ALE/Pong-v5", "--policy", "random", "--steps", "200",
