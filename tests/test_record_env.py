@@ -9,7 +9,7 @@ import pytest
 from conftest import run_cli
 from dreamcade.dataset import open_store
 from dreamcade.record.gym_game import EnvRecording, Recorder
-from dreamcade.record.policies import KeyboardPolicy, StickyPolicy, meaning_parts, parse_keymap
+from dreamcade.record.policies import CarefulPolicy, KeyboardPolicy, StickyPolicy, meaning_parts, parse_keymap
 
 
 def test_sticky_bot_records_breakout_and_a_replay_reproduces_every_frame(tmp_path):
@@ -141,6 +141,24 @@ def test_sticky_policy_holds_for_bounded_durations():
     assert holds.min() >= 1 and holds[:-1].max() == 5  # the last hold may be cut short
     assert set(holds[:-1]) == {1, 2, 3, 4, 5}
     assert 2.5 < holds.mean() < 3.5  # uniform on 1..5
+
+
+def test_careful_policy_redraws_a_hold_that_loses_a_life():
+    """A game where holding action 3 for any frame is fatal: the careful bot never plays it, and
+    each look ahead covers the hold, then the idle action, up to the look ahead."""
+    plans = []
+
+    def survives(plan):
+        plans.append(list(plan))
+        return 3 not in plan
+
+    p = CarefulPolicy(gym.spaces.Discrete(6), survives, seed=2, max_hold=5, lookahead=8, tries=50, idle=0)
+    seq = [p.act(None) for _ in range(600)]
+    assert 3 not in seq and set(seq) == {0, 1, 2, 4, 5}
+    assert p.redrawn > 0 and all(len(plan) == 8 for plan in plans)
+    assert all(plan[-1] == 0 and len(set(plan[:-1])) <= 2 for plan in plans)
+    with pytest.raises(ValueError, match="lookahead"):
+        CarefulPolicy(gym.spaces.Discrete(6), survives, lookahead=0)
 
 
 def test_meaning_parts_and_keymap():
