@@ -172,7 +172,8 @@ class AleLookahead:
     def __init__(self, env: gym.Env, frameskip: int) -> None:
         self.ale = env.unwrapped.ale
         self.actions = env.unwrapped._action_set  # action index -> the emulator's action
-        self.frameskip = frameskip
+        skip = getattr(env.unwrapped, "_frameskip", frameskip)  # an --env-kwarg frameskip=... wins
+        self.frameskip = skip if isinstance(skip, int) else frameskip
 
     def __call__(self, plan) -> bool:
         ale = self.ale
