@@ -140,6 +140,8 @@ def game_fps(env: gym.Env, rec: EnvRecording) -> float:
 def make_policy(rec: EnvRecording, env: gym.Env, fps: float):
     if rec.policy == "random":
         return RandomPolicy(env.action_space, rec.seed)
+    if rec.policy in ("sticky", "careful") and rec.max_hold < 1:
+        raise EnvError(f"--max-hold must be at least 1 frame, got {rec.max_hold}")
     if rec.policy == "sticky":
         return StickyPolicy(env.action_space, rec.seed, rec.max_hold)
     if rec.policy == "careful":

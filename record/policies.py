@@ -79,8 +79,6 @@ class CarefulPolicy(StickyPolicy):
         if lookahead < 1 or tries < 1:
             raise ValueError(f"lookahead and tries must be at least 1, got {lookahead} and {tries}")
         self.survives, self.lookahead, self.tries, self.idle = survives, lookahead, tries, idle
-        self.redrawn = 0
-        """Draws that would have lost a life and were drawn again."""
 
     def act(self, frame: np.ndarray):
         if self.left == 0:
@@ -90,7 +88,6 @@ class CarefulPolicy(StickyPolicy):
                 hold = min(self.left, self.lookahead)
                 if self.survives([self.current] * hold + [self.idle] * (self.lookahead - hold)):
                     break
-                self.redrawn += 1
         self.left -= 1
         return self.current
 
