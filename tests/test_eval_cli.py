@@ -11,7 +11,7 @@ import imageio.v3 as iio
 import pytest
 import torch
 
-from conftest import run_cli
+from conftest import in_process, run_cli
 from dreamcade.dataset import Control, ControlSpec, StoreWriter, open_store
 from dreamcade.eval import EvalError
 from dreamcade.eval.__main__ import parse_args
@@ -153,15 +153,18 @@ def test_user_mistakes_get_one_line_and_exit_2(breakout, tmp_path):
         (["--checkpoint", str(run), "--horizon", "0"], "--horizon must be at least 1"),
         (["--checkpoint", str(run), "--session", str(block)], "session frames are 16x16"),
     ]
-    for args, message in cases:
-        proc = eval_cli("drift", *args, "--out", str(tmp_path / "r"), "--quiet", check=False)
+    for i, (args, message) in enumerate(cases):
+        # the first as a user runs it, in its own process; the rest through the same main(argv)
+        cli = eval_cli if i == 0 else lambda *a, check: in_process("eval", *a, check=check)
+        proc = cli("drift", *args, "--out", str(tmp_path / "r"), "--quiet", check=False)
         assert proc.returncode == 2, (args, proc.stderr)
         assert proc.stderr.startswith("error: ") and message in proc.stderr, (args, proc.stderr)
         assert "Traceback" not in proc.stderr
     assert not (tmp_path / "r").exists(), "nothing written for a refused command"
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "notes.txt").write_text("mine")
-    proc = eval_cli("drift", "--checkpoint", str(run), "--out", str(tmp_path / "taken"), "--overwrite", check=False)
+    proc = in_process("eval", "drift", "--checkpoint", str(run), "--out", str(tmp_path / "taken"), "--overwrite",
+                      check=False)
     assert proc.returncode == 2 and "is not an eval report" in proc.stderr
     assert (tmp_path / "taken" / "notes.txt").read_text() == "mine"
 
@@ -267,7 +270,7 @@ def test_one_episode_is_evaluated_on_its_frames_held_out_by_time_and_says_so(tmp
     """A one-episode store: eval rolls out from the start of the segment training held out (its last
     20%), with context from inside it, and every text names what was held out; with nothing held
     out (val_fraction 0) no text says "held-out"."""
-    from conftest import in_process, one_episode_store
+    from conftest import one_episode_store
     from dreamcade.files.config_file import load_config
     from dreamcade.model.denoiser import Denoiser
 
@@ -329,8 +332,6 @@ def test_action_following_is_unmeasured_where_the_classifier_cannot_read_real_fr
     """Actions unrelated to the frames: the classifier reads real frames no better than chance,
     so the printout, metrics.json (null and the reason) and the page say the figure is
     unmeasured and why. Actions that move the block: a number, as before."""
-    from conftest import in_process
-
     driven, unrelated = block_stores(tmp_path)
     small = ["--idm-steps", "150", "--bank", "200", "--horizon", "100", "--videos", "1", "--threads", "1", "--quiet"]
     for store, readable in ((unrelated, False), (driven, True)):
