@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from conftest import in_process, run_cli
+from conftest import run_cli
 from dreamcade.dataset import open_store
 from dreamcade.record.gym_game import EnvRecording, Recorder
 from dreamcade.record.policies import CarefulPolicy, KeyboardPolicy, StickyPolicy, meaning_parts, parse_keymap
@@ -105,9 +105,9 @@ def test_careful_bot_needs_an_atari_game_and_bots_need_a_hold_and_a_look_ahead(t
     cases = [(["--env", "CartPole-v1", "--policy", "careful"], ["--policy careful", "--policy sticky"]),
              (["--env", "ALE/Riverraid-v5", "--policy", "careful", "--lookahead", "0"], ["--lookahead", "got 0"]),
              (["--env", "ALE/Pong-v5", "--policy", "sticky", "--max-hold", "0"], ["--max-hold", "got 0"])]
-    for i, (args, said) in enumerate(cases):  # the first in its own process, the rest through main(argv)
-        argv = ("record", "env", *args, "--steps", "10", "--out", str(tmp_path / "c.zarr"))
-        proc = run_cli("-m", "dreamcade", *argv, check=False) if i == 0 else in_process(*argv, check=False)
+    for args, said in cases:
+        proc = run_cli("-m", "dreamcade", "record", "env", *args, "--steps", "10", "--out", str(tmp_path / "c.zarr"),
+                       check=False)
         assert proc.returncode == 2 and all(s in proc.stderr for s in said), (args, proc.stderr)
         assert "Traceback" not in proc.stderr
         assert not (tmp_path / "c.zarr").exists()
