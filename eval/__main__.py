@@ -300,6 +300,12 @@ def print_drift(m: dict, out: Path) -> None:
             series = lambda k: "/".join(f(x) for x in at[k])
             print(f"PSNR at steps {'/'.join(map(str, at['steps']))}, pooled: {series('model')} dB (the low frames "
                   f"widened bicubically {series('bicubic')}, frozen frame {series('frozen_frame')})")
+            low = (r.get("bicubic") or {}).get("colour_distance")
+            if low:
+                ends = lambda c: f"{f(c[0], 3)}/{f(c[-1], 3)}"
+                print(f"colour distance, first/last chunk: {ends(r['health']['colour_distance']['per_chunk_mean'])} "
+                      f"(the low frames widened bicubically {ends(low['per_chunk_mean'])}; real "
+                      f"{f(r['health']['colour_distance']['real_level'], 3)})")
         a = r.get("action_following")
         if a and a.get("unmeasured"):
             print(f"action following: unmeasured: {a['unmeasured']}")

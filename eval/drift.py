@@ -18,7 +18,7 @@ import torch
 from tqdm import tqdm
 
 from dreamcade.eval.data import EvalData, RolloutCase, SessionSequence, sample_frames, sample_transitions, sample_windows
-from dreamcade.eval.health import HealthBand, HealthReference, drift_score, frame_health
+from dreamcade.eval.health import HealthBand, HealthReference, colour_distance, drift_score, frame_health
 from dreamcade.eval.idm import ActionLabels, IdmResult, correct, per_key, readings, split_by_time, train_idm
 from dreamcade.eval.metrics import mse, psnr, psnr_from_mse, ssim
 from dreamcade.eval.results import Reference, Rollouts, SessionResult
@@ -210,7 +210,10 @@ def rollouts(model: Denoiser | Predictor, cases: list[RolloutCase], sampler: Sam
     return Rollouts(cases, gen, *quality(gen, cases), *quality(static, cases, T), health, real_health,
                     [drift_score(h, settings.chunk, ref.health) for h in health],
                     [drift_score(h, settings.chunk, ref.health) for h in real_health], action, real_action, fps,
-                    *(quality(wide, cases) if wide is not None else (None, None)), per_key=keys)
+                    *(quality(wide, cases) if wide is not None else (None, None)),
+                    bicubic_colour=None if wide is None else np.stack([colour_distance(w, ref.health.levels)
+                                                                       for w in wide]),
+                    per_key=keys)
 
 
 # -- sessions: the reference-free section only --------------------------------------------------------------

@@ -297,9 +297,13 @@ def at(values: list, k: int):
     return values[k] if k < len(values) else None
 
 
-def _chunk_table(health: dict, real: dict | None, action: dict | None, frames: int, real_frames: str) -> str:
+def _chunk_table(health: dict, real: dict | None, action: dict | None, frames: int, real_frames: str,
+                 low_colour: list | None = None) -> str:
+    """Health per chunk; `low_colour`: a two-stage world's colour distance of its own low frames
+    widened bicubically, per chunk (beside the world's: which stage moved the colours)."""
     g = health
-    header = ["steps", "sharpness / real", "colour distance", "nearest RMSE", "drift score"]
+    header = ["steps", "sharpness / real", "colour distance"] + (["…low frames widened"] if low_colour else []) + [
+        "nearest RMSE", "drift score"]
     if real:
         header += ["drift score, recorded"]
     if action and action.get("unmeasured"):
@@ -308,8 +312,9 @@ def _chunk_table(health: dict, real: dict | None, action: dict | None, frames: i
         header += ["action accuracy"] + (["…recorded"] if real else [])
     rows = []
     for k, ratio in enumerate(g["sharpness"]["per_chunk_ratio_to_real"]):
-        row = [f"{k * frames + 1}–{(k + 1) * frames}", ratio, g["colour_distance"]["per_chunk_mean"][k],
-               g["nearest"]["per_chunk_mean"][k], g["drift_score"]["per_chunk_mean"][k]]
+        row = [f"{k * frames + 1}–{(k + 1) * frames}", ratio, g["colour_distance"]["per_chunk_mean"][k]]
+        row += [at(low_colour, k)] if low_colour else []
+        row += [g["nearest"]["per_chunk_mean"][k], g["drift_score"]["per_chunk_mean"][k]]
         if real:
             row.append(at(real["drift_score"]["per_chunk_mean"], k))
         if action:  # a session shorter than the horizon has fewer chunks of transitions than of frames
@@ -317,8 +322,9 @@ def _chunk_table(health: dict, real: dict | None, action: dict | None, frames: i
             if real:
                 row.append(at(action["real_per_chunk"], k))
         rows.append(row)
-    rows.append([f"{real_frames} frames", 1.0, g["colour_distance"]["real_level"], g["nearest"]["real_level"], 0.0]
-                + [None] * (len(header) - 5))
+    real_row = [f"{real_frames} frames", 1.0, g["colour_distance"]["real_level"]] + ([None] if low_colour else [])
+    real_row += [g["nearest"]["real_level"], 0.0]
+    rows.append(real_row + [None] * (len(header) - len(real_row)))
     return H.table(header, rows)
 
 
@@ -334,10 +340,14 @@ HEALTH_HELP = ("Sharpness is the variance of the Laplacian of the luma, shown as
 def _health(m: dict) -> str:
     r = m["rollouts"]
     frames = r["health"]["drift_score"]["chunk_frames"]
-    return H.section("Health against time (no ground truth needed)", H.para(HEALTH_HELP),
+    low = ((r.get("bicubic") or {}).get("colour_distance") or {}).get("per_chunk_mean")
+    return H.section("Health against time (no ground truth needed)", H.para(HEALTH_HELP + (
+        " In a two-stage world the colour distance of its own low frames widened bicubically sits beside the "
+        "world's: the dynamics model's colours without the upsampler. Where both are high, the dynamics model "
+        "moved them; where only the world's is, the upsampler did." if low else "")),
                      H.image("health.png", "health against time"),
                      _chunk_table(r["health"], r["real_health"], r.get("action_following"), frames,
-                                  _real(m["reference"])))
+                                  _real(m["reference"]), low))
 
 
 def _action(a: dict | None, ref: dict, recorded: bool) -> str:

@@ -87,6 +87,9 @@ class Rollouts:
     bicubic_psnr: np.ndarray | None = None
     """A two-stage world's own low frames widened bicubically (the baseline of its upsampler); None for one stage."""
     bicubic_ssim: np.ndarray | None = None
+    bicubic_colour: np.ndarray | None = None
+    """[B, T]: the colour distance of those widened frames, the dynamics model's colours alone (its
+    drift apart from the upsampler's); None for one stage."""
     per_key: dict | None = None
     """Action following of each scored control (eval.idm.per_key); None without a classifier."""
 

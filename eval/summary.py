@@ -179,7 +179,8 @@ def rollout_summary(r: Rollouts, settings: DriftSettings, ref: Reference) -> dic
         "bicubic": None if r.bicubic_psnr is None else {
             "psnr": {"per_step_pooled": [num(x) for x in pooled_per_step(r.bicubic_psnr)],
                      "overall": stats(r.bicubic_psnr), "pooled": pooled_psnr(r.bicubic_psnr)},
-            "ssim": {"overall": stats(r.bicubic_ssim)}},
+            "ssim": {"overall": stats(r.bicubic_ssim)},
+            "colour_distance": {"per_chunk_mean": chunk_means(r.bicubic_colour, size)}},
         "healthy_horizon": healthy_horizon(r.health, ref.band),
         "real_healthy_horizon": healthy_horizon([h for h in r.real_health if len(h)], ref.band),
         "health": health_summary(r.health, r.drift, ref.health, size),

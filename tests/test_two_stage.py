@@ -232,13 +232,22 @@ def test_two_stages_train_into_one_world_that_plays_and_is_evaluated_at_full_siz
     assert at["model"] == [r["psnr"]["per_step"]["pooled"][s - 1] for s in (1, 10)]
     assert at["bicubic"] == [r["bicubic"]["psnr"]["per_step_pooled"][s - 1] for s in (1, 10)]
     fmt = lambda x: "-" if x is None else f"{x:.2f}"
+    printed = capsys.readouterr().out
     assert (f"PSNR at steps 1/10, pooled: {fmt(at['model'][0])}/{fmt(at['model'][1])} dB (the low frames widened "
-            f"bicubically {fmt(at['bicubic'][0])}/{fmt(at['bicubic'][1])}") in capsys.readouterr().out
+            f"bicubically {fmt(at['bicubic'][0])}/{fmt(at['bicubic'][1])}") in printed
+    # the colour distance of the model's own low frames widened, per chunk beside the world's: which
+    # stage moved the colours
+    low = r["bicubic"]["colour_distance"]["per_chunk_mean"]
+    world = r["health"]["colour_distance"]["per_chunk_mean"]
+    assert len(low) == len(world) >= 1 and all(x is not None and 0 <= x <= 1 for x in low)
+    f3 = lambda c: f"{c[0]:.3f}/{c[-1]:.3f}"
+    assert f"colour distance, first/last chunk: {f3(world)} (the low frames widened bicubically {f3(low)}" in printed
     assert m["sampler"]["upsampler"] == {"scale": 2, "size": "32x32", "dynamics_size": "16x16", "steps": 2,
                                          "method": "euler"}
     assert "bicubic" in m["one_step"] and m["rollouts"]["bicubic"]["psnr"]["pooled"] is not None
     page = (tmp_path / "report" / "index.html").read_text()
     assert "widened bicubically" in page and "PSNR dB pooled over the episodes, at step" in page
+    assert "<th>…low frames widened</th>" in page
     # export of the run writes the same two stages
     in_process("export", str(run), "--out", str(tmp_path / "w2"))
     assert (tmp_path / "w2" / "upsampler" / "config.json").is_file()
