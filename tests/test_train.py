@@ -408,6 +408,40 @@ def test_a_students_target_is_the_teachers_guided_frame():
     assert loss(replace(cfg.sampler, guidance_rescale=0.0)) > 1e-6
 
 
+def test_a_rollout_student_follows_the_teachers_session_from_the_same_noises():
+    """--rollout N: the student's frames fed back to it and the teacher's to the teacher. The
+    teacher as its own student, sampled alike, has no loss along 3 steps (both sides draw the
+    same noises and keys); a 1-step student has, and its first step's share is the 1-frame loss
+    drawn from the same seed, so what the later steps add is their own."""
+    import copy
+
+    from dreamcade.dataset import Control, ControlSpec
+    from dreamcade.dataset.batch import Batch
+    from dreamcade.files.config_file import load_config
+    from dreamcade.model.denoiser import Denoiser
+    from dreamcade.training.distill import distill_loss
+
+    cfg = load_config("configs/tiny.yaml", ["sampler.steps=3", "diffusion.motion_weight=2"])
+    torch.manual_seed(0)
+    teacher = Denoiser.build(cfg.model, cfg.diffusion, ControlSpec((Control("left"), Control("right"))),
+                             cfg.data.context, (16, 16))
+    for p in teacher.parameters():  # an untrained network's last layer is zero: give it something to say
+        p.data += 0.05 * torch.randn_like(p)
+    g = torch.Generator().manual_seed(0)
+    L = cfg.data.context
+    batch = Batch(torch.randint(0, 256, (4, L + 1, 3, 16, 16), dtype=torch.uint8, generator=g),
+                  torch.randint(0, 2, (4, L + 1, 2), generator=g).float(), torch.ones(4, L + 1, dtype=torch.bool))
+    one = replace(cfg.sampler, steps=1)
+    loss = lambda student, sampler, n: distill_loss(teacher, student, batch, cfg.sampler, sampler,
+                                                    torch.Generator().manual_seed(1), rollout=n)
+    assert float(loss(copy.deepcopy(teacher), cfg.sampler, 3)) == 0
+    student = copy.deepcopy(teacher).requires_grad_(True)
+    first, three = float(loss(student, one, 1)), loss(student, one, 3)
+    assert first > 1e-6 and float(three) * 3 - first > 1e-6
+    three.backward()
+    assert all(p.grad is not None for p in student.parameters() if p.requires_grad)
+
+
 def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, block_store):
     """A few iterations from a random-init teacher (speed, not learning: the slow test above
     learns): the student's run folder loads like any run, with its steps and its origin."""
@@ -447,6 +481,25 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     assert "3 sampler steps (heun, guidance 2 on the input, rescaled 0.7) |" in (tmp_path / "teacher-world" / "README.md").read_text()
     proc = distill("--iterations", "2", check=False)
     assert proc.returncode == 2 and "a run of this name exists" in proc.stderr
+    # train on from that student along the teacher's session: it starts from the student's weights
+    distill("--init", str(run), "--rollout", "2", "--iterations", "1", "--batch-size", "4", "--lr", "1e-12",
+            "--threads", "1", "--name", "on")
+    on, _, on_meta = load_model(tmp_path / "on")
+    apart = lambda a, b: max(float((x.float() - y.float()).abs().max()) for x, y in zip(a.state_dict().values(),
+                                                                                         b.state_dict().values()))
+    assert apart(on, model) < 1e-8 < 1e-6 < apart(model, load_model(teacher)[0])
+    record = json.loads(on_meta["distilled"])
+    assert record["rollout"] == 2 and record["init"] == str(run)
+    card = (tmp_path / "on" / "world" / "README.md").read_text()
+    assert f"--rollout 2 --init {run}" in card
+    assert f"in 1 iterations along 2 frames of the teacher's session from the student {run}, " in card
+    proc = distill("--rollout", "0", check=False)
+    assert proc.returncode == 2 and "--rollout 0: at least 1" in proc.stderr
+    other = tmp_path / "other"
+    save_model(other, Denoiser.build(replace(cfg.model, channels=[8, 16]), cfg.diffusion, spec, cfg.data.context,
+                                     (16, 16)), cfg, 1)
+    proc = distill("--init", str(other), "--name", "x", check=False)
+    assert proc.returncode == 2 and f"--init {other}: its network is not the teacher's" in proc.stderr
     for into in (["--name", "teacher"], ["--name", "x", "--out-dir", str(teacher)]):  # never into the teacher
         err = in_process("distill", "--checkpoint", str(teacher), *into, "--iterations", "1", check=False).stderr
         assert err.startswith("error: --name/--out-dir") and str(teacher) in err, err

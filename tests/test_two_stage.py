@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from conftest import in_process
 from dreamcade.dataset import Control, ControlSpec, StoreWriter, open_store
@@ -261,6 +262,15 @@ def test_two_stages_train_into_one_world_that_plays_and_is_evaluated_at_full_siz
     assert stats[0]["step"] == 2 and "distill/loss" in stats[0] and "upsampler/psnr" in stats[-1]
     assert "1 sampler steps, euler) draws it at 32x32" in (student / "README.md").read_text()
     assert play.main(["--checkpoint", str(student), "--frames", "4", "--seed", "0", "--threads", "1"]) == 0
+    # trained on from that student along the teacher's session, it takes the student's upsampler as it is
+    r = in_process("distill", "--checkpoint", str(run), "--steps", "1", "--iterations", "1", "--batch-size", "4",
+                   "--rollout", "2", "--init", str(tmp_path / "two-1step"), "--name", "two-on", "--threads", "1",
+                   "--quiet")
+    weights = lambda world: load_file(str(world / "upsampler" / "diffusion_pytorch_model.safetensors"))
+    theirs, ours = weights(student), weights(tmp_path / "two-on" / "world")
+    assert theirs.keys() == ours.keys() and all(torch.equal(theirs[k], ours[k]) for k in theirs)
+    assert f"its upsampler is {tmp_path / 'two-1step'}'s (1 euler step(s))" in r.stderr
+    assert not (tmp_path / "two-on" / "upsampler" / "stats.jsonl").exists(), "nothing distilled again"
 
 
 def test_a_two_stage_world_missing_its_upsampler_is_refused_in_one_line(tmp_path):

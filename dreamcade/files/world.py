@@ -260,10 +260,19 @@ def export_world(run: str | Path, out: str | Path, data: list[str] | None = None
             teacher = Path(d["teacher"])
             info["commands"]["train"] = train_command(teacher.parent if teacher.suffix == ".safetensors" else teacher)
             info["commands"]["distill"] = (f"dreamcade distill --checkpoint {d['teacher']} --steps {d['steps']} "
-                                           f"--iterations {d['iterations']} --name {cfg.name}")
+                                           f"--iterations {d['iterations']} --name {cfg.name}"
+                                           + (f" --rollout {d['rollout']}" if d.get("rollout", 1) > 1 else "")
+                                           + (f" --init {d['init']}" if d.get("init") else ""))
         (tmp / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n")
         (tmp / "README.md").write_text(model_card(info, cfg))
     return info
+
+
+def session_of(distilled: dict) -> str:
+    """How a student trained on (`distill --rollout --init`), for its card; '' for the plain one."""
+    n, init = distilled.get("rollout", 1), distilled.get("init")
+    return ((f" along {n} frames of the teacher's session" if n > 1 else "")
+            + (f" from the student {init}" if init else ""))
 
 
 def data_summary(stores: list[Store]) -> dict:
@@ -302,8 +311,9 @@ def model_card(info: dict, cfg: Config) -> str:
              f"| data | {d['frames']:,} frames ({d['hours']:.2f} hours at {d['fps']:g} frames/s), "
              f"{plural(d['episodes'], 'episode')}, {d['size']} |",
              (f"| training | distilled from {info['distilled']['teacher']} ({teacher_sampler(info['distilled'])}, "
-              f"trained {info['step']:,} steps) in {info['distilled']['iterations']:,} iterations, "
-              f"{fig(t.get('minutes'), '{:.1f} minutes')} |" if info.get("distilled") else
+              f"trained {info['step']:,} steps) in {info['distilled']['iterations']:,} iterations"
+              f"{session_of(info['distilled'])}, {fig(t.get('minutes'), '{:.1f} minutes')} |"
+              if info.get("distilled") else
               f"| training | {info['step']:,} steps, {fig(t.get('minutes'), '{:.1f} minutes')} |"),
              f"| model | {sum(1 for _ in cfg.model.channels)} UNet levels {cfg.model.channels}, context {cfg.data.context} frames, "
              f"{cfg.sampler.steps} sampler steps ({cfg.sampler.method}{guided(cfg.sampler.guidance, cfg.sampler.guidance_rescale)}) |"]

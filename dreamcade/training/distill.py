@@ -13,7 +13,9 @@ The student's `steps`-step sample from noise z is trained to equal the teacher's
 trajectory's end point is regressed directly (Luhman & Luhman 2021, "Knowledge Distillation in
 Iterative Generative Models"), with the gradient through every step of the student.
 Consistency distillation (Song et al. 2023) was measured against it on the demo and not kept
-(docs/distill.md has the table).
+(docs/distill.md has the table). With `--rollout N` the two go on together for N frames of a
+session and every frame counts (distill_loss); `--init` starts the student from another student
+of the same teacher, the way that loss is meant to be used.
 
 It runs through the one training loop (dreamcade.training.loop) as a Task: checkpoints every
 train.save_every iterations, `--resume`, several processes through accelerate. The result is a
@@ -34,6 +36,7 @@ from pathlib import Path
 import torch
 
 from dreamcade.dataset.batch import Batch
+from dreamcade.dataset.pixels import quantize
 from dreamcade.eval.metrics import mse, psnr_from_mse
 from dreamcade.dataset.outputs import check_apart
 from dreamcade.files.checkpoint import check_spec, load_model, model_home
@@ -41,7 +44,7 @@ from dreamcade.model.config import Config, ConfigError
 from dreamcade.model.denoiser import EAGER, Denoiser, Speed
 from dreamcade.model.device import configure
 from dreamcade.model.runtime import Runtime
-from dreamcade.model.sampler import conditioned, next_frame, sample, schedule
+from dreamcade.model.sampler import conditioned, hold, next_frame, sample, schedule
 from dreamcade.model.upsampler import STAGE, sampler_of
 from dreamcade.training.loop import Task, train
 from dreamcade.training.parts import build_data, prepare_run, run_output
@@ -70,26 +73,50 @@ def student_config(teacher: Config, name: str, out_dir: str, settings: DistillSe
 
 
 def distill_loss(teacher: Denoiser, student: Denoiser, batch: Batch, teacher_sampler, student_sampler,
-                 generator: torch.Generator | None = None, speed: Speed = EAGER) -> torch.Tensor:
+                 generator: torch.Generator | None = None, speed: Speed = EAGER, rollout: int = 1) -> torch.Tensor:
     """Mean squared difference (motion-weighted as the teacher was trained) between the
-    student's sample and the teacher's from the same noise, past frames and actions; both in the
-    residual space the sampler integrates in."""
+    student's sample and the teacher's from the same noise, past frames and actions.
+
+    With `rollout` above 1 each goes on for that many frames, as in a session: the student's
+    frames are fed back to the student and the teacher's to the teacher (8-bit levels and the
+    sampler's hold, as in play; no gradient through the past), each step from the same noise and
+    the same context-noise level, the keys the window's own and then its last held; the loss is
+    the mean over the steps of the squared difference between the two frames (after the first
+    step, weighted by the teacher's own change). A student trained on the next frame alone makes
+    a little less of each change than its teacher, and its world slows to a stop; along the
+    teacher's session it keeps moving
+    (docs/recipe.md#a-student-that-stands-still)."""
     frames = batch.frames_float()
     L, dev = teacher.context, frames.device
     context, ctx_sigma = teacher.noisy_context(frames[:, :L], generator)
-    actions, mask = batch.actions[:, :L], batch.mask[:, :L]
-    noise = torch.randn(frames[:, L].shape, device=dev, generator=generator)
-    with torch.no_grad():
-        target = sample(conditioned(teacher, context, ctx_sigma, actions, mask, teacher_sampler.guidance, speed,
-                                    teacher_sampler.guidance_rescale),
-                        noise, schedule(teacher_sampler, dev), teacher_sampler.method)
-    out = sample(conditioned(student, context, ctx_sigma, actions, mask, student_sampler.guidance, speed,
-                             student_sampler.guidance_rescale), noise, schedule(student_sampler, dev),
-                 student_sampler.method)
-    err = (out - target) ** 2
-    if teacher.diffusion.motion_weight > 0:
-        err = err * teacher.motion_weights(frames[:, L - 1], frames[:, L])
-    return err.mean()
+    clean = [frames[:, :L], frames[:, :L]]  # the teacher's past, the student's
+    total = frames.new_zeros(())
+    for k in range(rollout):
+        actions = batch.actions[:, torch.arange(k, k + L, device=dev).clamp(max=batch.actions.shape[1] - 1)]
+        mask = torch.cat([batch.mask[:, k:L], batch.mask.new_ones(len(batch), min(k, L))], dim=1)
+        if k == 0:
+            contexts = [context, context]
+        else:  # the same level on each side, one draw of its noise for both
+            noise = torch.randn(clean[0].shape, device=dev, generator=generator) * ctx_sigma[:, None, None, None, None]
+            contexts = [c + noise for c in clean]
+        noise = torch.randn(frames[:, L].shape, device=dev, generator=generator)
+        with torch.no_grad():
+            target = sample(conditioned(teacher, contexts[0], ctx_sigma, actions, mask, teacher_sampler.guidance, speed,
+                                        teacher_sampler.guidance_rescale),
+                            noise, schedule(teacher_sampler, dev), teacher_sampler.method)
+        out = sample(conditioned(student, contexts[1], ctx_sigma, actions, mask, student_sampler.guidance, speed,
+                                 student_sampler.guidance_rescale), noise, schedule(student_sampler, dev),
+                     student_sampler.method)
+        bases = [teacher.base(c) for c in contexts]  # residual space: the frame is base + x
+        err = (out - target + (bases[1] - bases[0])) ** 2  # the bases are one at the first step
+        made = [hold(quantize((b + x.detach()).clamp(-1, 1)), c[:, -1], sampler.hold_levels)
+                for b, x, c, sampler in zip(bases, (target, out), clean, (teacher_sampler, student_sampler))]
+        if teacher.diffusion.motion_weight > 0:
+            last, nxt = (frames[:, L - 1], frames[:, L]) if k == 0 else (clean[0][:, -1], made[0])
+            err = err * teacher.motion_weights(last, nxt)
+        total = total + err.mean()
+        clean = [torch.cat([c[:, 1:], m[:, None]], dim=1) for c, m in zip(clean, made)]
+    return total / rollout
 
 
 @torch.no_grad()
@@ -118,6 +145,7 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
     with `resume`); returns it."""
     teacher, tcfg, meta = load_model(checkpoint)
     settings.check(tcfg.sampler.steps)
+    start = starting_point(settings.init, teacher) if settings.init else None
     cfg = student_config(tcfg, name, out_dir, settings, runtime)
     check_apart(cfg.run_dir, [model_home(checkpoint)], "--name/--out-dir")  # never into the teacher
     with run_output(cfg):  # checked and locked: a second distillation of this name is refused
@@ -138,6 +166,8 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
             frozen, speed = configure(teacher, device, tcfg.train.precision, tcfg.train.channels_last)
             frozen.eval().requires_grad_(False)
             student = copy.deepcopy(frozen).train().requires_grad_(True)
+            if start is not None:
+                student.load_state_dict(start)
             student.register_to_config(action_drop=0.0)  # as student_config: guidance is refused on it
             student.diffusion = replace(student.diffusion, action_drop=0.0)
 
@@ -156,7 +186,8 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
                 (cfg.run_dir / "distill.json").write_text(json.dumps(record, indent=1) + "\n")
                 return {"distilled": json.dumps(record)}
 
-            loss = lambda batch: distill_loss(frozen, student, batch, tcfg.sampler, cfg.sampler, speed=speed)
+            loss = lambda batch: distill_loss(frozen, student, batch, tcfg.sampler, cfg.sampler, speed=speed,
+                                              rollout=settings.rollout)
             return Task(student, loss, speed, "distill", finish, int(meta.get("step", 0)), figures=False)
 
         first = lambda c, data, dev: replace(task(c, data, dev), world=tcfg.upsampler.scale == 1)
@@ -166,6 +197,19 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
         if tcfg.upsampler.scale > 1:
             second_stage(checkpoint, tcfg, cfg, settings, progress, resume)
     return cfg.run_dir
+
+
+def starting_point(init: str, teacher: Denoiser) -> dict[str, torch.Tensor]:
+    """The weights of the model at `init` (--init: a student of the same teacher to train on
+    from), checked to fit the teacher's network; ConfigError names the option and the fix."""
+    model, _, _ = load_model(init)
+    theirs, ours = model.state_dict(), teacher.state_dict()
+    misfit = sorted(k for k in ours.keys() | theirs.keys()
+                    if k not in theirs or k not in ours or theirs[k].shape != ours[k].shape)
+    if misfit:
+        raise ConfigError(f"--init {init}: its network is not the teacher's ({len(misfit)} weights differ, first "
+                          f"{misfit[0]}); pass a student distilled from this teacher")
+    return theirs
 
 
 def upsampler_distill_loss(teacher, student, frames: torch.Tensor, crop: int, teacher_sampler, student_sampler,
@@ -196,6 +240,16 @@ def second_stage(checkpoint: str | Path, tcfg: Config, cfg: Config, settings: Di
 
     teacher, up_cfg, meta = load_upsampler(upsampler_folder(checkpoint, tcfg))
     u = up_cfg.upsampler
+    if settings.init:  # train on from a student: its upsampler, as it is
+        taken, taken_cfg, taken_meta = load_upsampler(upsampler_folder(settings.init, load_model(settings.init)[1]))
+        if taken_cfg.upsampler.scale != u.scale:
+            raise ConfigError(f"--init {settings.init}: its upsampler widens x{taken_cfg.upsampler.scale}, the "
+                              f"teacher's x{u.scale}; pass a student distilled from this teacher")
+        save_model(cfg.run_dir / STAGE, taken, taken_cfg, int(taken_meta["step"]))
+        print(f"its upsampler is {settings.init}'s ({taken_cfg.upsampler.sampler_steps} "
+              f"{taken_cfg.upsampler.method} step(s))", file=sys.stderr)
+        write_world(cfg.run_dir)
+        return
     if u.sampler_steps <= settings.steps:
         save_model(cfg.run_dir / STAGE, teacher, up_cfg, int(meta["step"]))
         print(f"its upsampler is the teacher's ({u.sampler_steps} {u.method} step(s))", file=sys.stderr)

@@ -19,6 +19,11 @@ class DistillSettings:
     lr: float = option(2e-4, "AdamW learning rate, after a 20-step warm-up")
     batch_size: int = option(0, "windows per step", at_least=0, shown="0, the teacher's train.batch_size")
     seed: int = option(0, "seed of the data order and the noise")
+    rollout: int = option(1, "frames of the teacher's session each iteration follows: the student's frames fed "
+                          "back to it and the teacher's to the teacher, from the same past and noise; an "
+                          "iteration costs about this many times more", at_least=1)
+    init: str = option("", "start from this student of the same teacher (a run folder) instead of a copy of the "
+                       "teacher, and take its upsampler as it is", metavar="RUN", shown="none")
 
     def check(self, teacher_steps: int) -> None:
         if not STEPS[0] <= self.steps < teacher_steps:
@@ -26,6 +31,8 @@ class DistillSettings:
                               f"than the teacher's {teacher_steps}")
         if self.iterations < 0 or self.batch_size < 0 or not self.lr > 0:
             raise ConfigError("--iterations and --batch-size must be 0 (the default) or more, and --lr positive")
+        if self.rollout < 1:
+            raise ConfigError(f"--rollout {self.rollout}: at least 1 (the next frame only)")
 
     @classmethod
     def from_args(cls, args) -> DistillSettings:
