@@ -241,7 +241,7 @@ def second_stage(checkpoint: str | Path, tcfg: Config, cfg: Config, settings: Di
     teacher, up_cfg, meta = load_upsampler(upsampler_folder(checkpoint, tcfg))
     u = up_cfg.upsampler
     if settings.init:  # train on from a student: its upsampler, as it is
-        taken, taken_cfg, taken_meta = load_upsampler(upsampler_folder(settings.init, load_model(settings.init)[1]))
+        taken, taken_cfg, taken_meta = load_upsampler(upsampler_folder(settings.init, tcfg))  # a two-stage run's
         if taken_cfg.upsampler.scale != u.scale:
             raise ConfigError(f"--init {settings.init}: its upsampler widens x{taken_cfg.upsampler.scale}, the "
                               f"teacher's x{u.scale}; pass a student distilled from this teacher")
