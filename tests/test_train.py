@@ -482,7 +482,7 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     proc = distill("--iterations", "2", check=False)
     assert proc.returncode == 2 and "a run of this name exists" in proc.stderr
     # train on from that student along the teacher's session: it starts from the student's weights
-    distill("--init", str(run), "--rollout", "2", "--iterations", "1", "--batch-size", "4", "--lr", "1e-12",
+    on_proc = distill("--init", str(run), "--rollout", "2", "--iterations", "1", "--batch-size", "4", "--lr", "1e-12",
             "--threads", "1", "--name", "on")
     on, _, on_meta = load_model(tmp_path / "on")
     apart = lambda a, b: max(float((x.float() - y.float()).abs().max()) for x, y in zip(a.state_dict().values(),
@@ -493,6 +493,9 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     card = (tmp_path / "on" / "world" / "README.md").read_text()
     assert f"--rollout 2 --init {run}" in card
     assert f"in 1 iterations along 2 frames of the teacher's session from the student {run}, " in card
+    assert "note: --rollout" not in proc.stderr + on_proc.stderr
+    err = in_process("distill", "--checkpoint", str(teacher), "--rollout", "3", "--name", "teacher", check=False).stderr
+    assert err.startswith("note: --rollout 3 starts from the teacher's own weights;") and "pass it as --init" in err
     proc = distill("--rollout", "0", check=False)
     assert proc.returncode == 2 and "--rollout 0: at least 1" in proc.stderr
     other = tmp_path / "other"

@@ -145,6 +145,10 @@ def distill(checkpoint: str | Path, settings: DistillSettings, name: str, out_di
     with `resume`); returns it."""
     teacher, tcfg, meta = load_model(checkpoint)
     settings.check(tcfg.sampler.steps)
+    if settings.rollout > 1 and not settings.init:
+        print(f"note: --rollout {settings.rollout} starts from the teacher's own weights; a world made this way "
+              "moved less than one trained along the session from a plain student: distill that first and pass "
+              "it as --init (docs/distill.md#along-the-teachers-session---rollout---init)", file=sys.stderr)
     start = starting_point(settings.init, teacher) if settings.init else None
     cfg = student_config(tcfg, name, out_dir, settings, runtime)
     check_apart(cfg.run_dir, [model_home(checkpoint)], "--name/--out-dir")  # never into the teacher
