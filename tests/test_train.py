@@ -482,8 +482,8 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     proc = distill("--iterations", "2", check=False)
     assert proc.returncode == 2 and "a run of this name exists" in proc.stderr
     # train on from that student along the teacher's session: it starts from the student's weights
-    on_proc = distill("--init", str(run), "--rollout", "2", "--iterations", "1", "--batch-size", "4", "--lr", "1e-12",
-            "--threads", "1", "--name", "on")
+    on_proc = distill("--init", str(run), "--rollout", "2", "--iterations", "1", "--batch-size", "4",
+                      "--lr", "1e-12", "--threads", "1", "--name", "on")
     on, _, on_meta = load_model(tmp_path / "on")
     apart = lambda a, b: max(float((x.float() - y.float()).abs().max()) for x, y in zip(a.state_dict().values(),
                                                                                          b.state_dict().values()))
@@ -496,6 +496,7 @@ def test_distill_writes_a_student_run_and_refuses_what_it_cannot_do(tmp_path, bl
     assert "note: --rollout" not in proc.stderr + on_proc.stderr
     err = in_process("distill", "--checkpoint", str(teacher), "--rollout", "3", "--name", "teacher", check=False).stderr
     assert err.startswith("note: --rollout 3 starts from the teacher's own weights;") and "pass it as --init" in err
+    assert "error: --name/--out-dir" in err, "a note, then the refusal as before"
     proc = distill("--rollout", "0", check=False)
     assert proc.returncode == 2 and "--rollout 0: at least 1" in proc.stderr
     other = tmp_path / "other"
