@@ -244,19 +244,19 @@ def second_stage(checkpoint: str | Path, tcfg: Config, cfg: Config, settings: Di
 
     teacher, up_cfg, meta = load_upsampler(upsampler_folder(checkpoint, tcfg))
     u = up_cfg.upsampler
-    if settings.init:  # train on from a student: its upsampler, as it is
-        taken, taken_cfg, taken_meta = load_upsampler(upsampler_folder(settings.init, tcfg))  # a two-stage run's
-        if taken_cfg.upsampler.scale != u.scale:
-            raise ConfigError(f"--init {settings.init}: its upsampler widens x{taken_cfg.upsampler.scale}, the "
+    taken = None  # an upsampler taken as it is: (model, config, meta, whose)
+    if settings.init:  # train on from a student: its upsampler
+        taken = (*load_upsampler(upsampler_folder(settings.init, tcfg)), f"{settings.init}'s")  # a two-stage run's
+        if taken[1].upsampler.scale != u.scale:
+            raise ConfigError(f"--init {settings.init}: its upsampler widens x{taken[1].upsampler.scale}, the "
                               f"teacher's x{u.scale}; pass a student distilled from this teacher")
-        save_model(cfg.run_dir / STAGE, taken, taken_cfg, int(taken_meta["step"]))
-        print(f"its upsampler is {settings.init}'s ({taken_cfg.upsampler.sampler_steps} "
-              f"{taken_cfg.upsampler.method} step(s))", file=sys.stderr)
-        write_world(cfg.run_dir)
-        return
-    if u.sampler_steps <= settings.steps:
-        save_model(cfg.run_dir / STAGE, teacher, up_cfg, int(meta["step"]))
-        print(f"its upsampler is the teacher's ({u.sampler_steps} {u.method} step(s))", file=sys.stderr)
+    elif u.sampler_steps <= settings.steps:
+        taken = (teacher, up_cfg, meta, "the teacher's")
+    if taken is not None:
+        model, model_cfg, model_meta, whose = taken
+        save_model(cfg.run_dir / STAGE, model, model_cfg, int(model_meta["step"]))
+        print(f"its upsampler is {whose} ({model_cfg.upsampler.sampler_steps} {model_cfg.upsampler.method} "
+              "step(s))", file=sys.stderr)
         write_world(cfg.run_dir)
         return
     scfg = stage_config(cfg)
